@@ -1,0 +1,45 @@
+#include "tessera/core/dtype.h"
+
+#include "tessera/core/error.h"
+
+namespace tessera {
+
+size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::bf16: return 2;
+    case DType::f16: return 2;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::u16: return 2;
+    case DType::u8: return 1;
+    case DType::f64: return 8;
+  }
+  TESSERA_FAIL("unknown dtype code ", static_cast<int>(dtype));
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::f16: return "f16";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+    case DType::u16: return "u16";
+    case DType::u8: return "u8";
+    case DType::f64: return "f64";
+  }
+  return "unknown";
+}
+
+DType dtype_from_name(std::string_view name) {
+  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u16, DType::u8, DType::f64})
+    if (dtype_name(d) == name) return d;
+  TESSERA_CONFIG_FAIL("unknown dtype '", name, "'; allowed: f32, bf16, f16, i32, i64, u16, u8, f64");
+}
+
+bool dtype_is_floating(DType dtype) {
+  return dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16 || dtype == DType::f64;
+}
+
+}  // namespace tessera

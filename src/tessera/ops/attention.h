@@ -1,0 +1,29 @@
+// Core self-attention (after the QKV projection, before the output projection).
+// qkv: [s, b, (na + 2 ng) hn] in Megatron's per-query-group layout: for each group g the row holds
+//   [q of the na/ng heads of g (na/ng x hn), k_g (hn), v_g (hn)]; out: [s, b, na hn].
+// probs (saved softmax, before dropout): [b, na, s, s]. Scores are scaled by 1/sqrt(hn); a causal
+// mask and an optional key padding mask (u8 [b, s], 1 = attend) remove keys; a query row with no
+// key left gets zero probabilities. Attention dropout follows ops/dropout.h on probs' flat index.
+#pragma once
+#include <cstdint>
+
+#include "tessera/core/rng.h"
+#include "tessera/core/tensor.h"
+
+namespace tessera::ops {
+
+struct AttentionParams {
+  int64_t num_heads = 1;
+  int64_t num_query_groups = 1;
+  int64_t head_dim = 1;
+  bool causal = true;
+  double dropout = 0.0;
+};
+
+void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
+                       const RandomStream& dropout_stream, const Tensor& out, const Tensor& probs);
+// dqkv is overwritten.
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs,
+                        const AttentionParams& params, const RandomStream& dropout_stream, const Tensor& dqkv);
+
+}  // namespace tessera::ops

@@ -1,0 +1,14 @@
+// Small elementwise helpers shared by layers: residual add, accumulation, scaling, fill and copy.
+#pragma once
+#include "tessera/core/tensor.h"
+
+namespace tessera::ops {
+
+void add(const Tensor& a, const Tensor& b, const Tensor& out);   // out = a + b (residual add)
+void add_inplace(const Tensor& dst, const Tensor& src);          // dst += src
+void scale_inplace(const Tensor& dst, double factor);            // dst *= factor
+void fill(const Tensor& dst, double value);
+void copy(const Tensor& src, const Tensor& dst);                 // same shape; converts between float dtypes
+double sum_of_squares(const Tensor& t);                          // in double, for the global grad norm
+
+}  // namespace tessera::ops
