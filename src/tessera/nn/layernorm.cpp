@@ -1,0 +1,29 @@
+#include "tessera/nn/layernorm.h"
+
+#include "tessera/ops/layernorm.h"
+
+namespace tessera::nn {
+
+LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int64_t hidden, double eps)
+    : store_(&store), eps_(eps) {
+  weight_ = store.add(name + ".weight", {hidden}, Init::ones, 0.0, false);
+  bias_ = store.add(name + ".bias", {hidden}, Init::zeros, 0.0, false);
+}
+
+Tensor LayerNorm::forward(Arena& arena, const Tensor& in, Saved& saved) const {
+  Tensor out = arena.allocate(in.dtype(), in.shape());
+  saved.in = in;
+  saved.mean = arena.allocate(in.dtype(), {in.dim(0)});
+  saved.rstd = arena.allocate(in.dtype(), {in.dim(0)});
+  ops::layernorm_forward(in, store_->value(weight_), store_->value(bias_), eps_, out, saved.mean, saved.rstd);
+  return out;
+}
+
+Tensor LayerNorm::backward(Arena& arena, const Tensor& dout, const Saved& saved) const {
+  Tensor din = arena.allocate(dout.dtype(), dout.shape());
+  ops::layernorm_backward(dout, saved.in, store_->value(weight_), saved.mean, saved.rstd, din, store_->grad(weight_),
+                          store_->grad(bias_));
+  return din;
+}
+
+}  // namespace tessera::nn

@@ -1,0 +1,25 @@
+// LayerNorm layer over the hidden axis (weight initialised to 1, bias to 0, no weight decay).
+#pragma once
+#include <string>
+
+#include "tessera/core/buffer.h"
+#include "tessera/nn/parameter_store.h"
+
+namespace tessera::nn {
+
+class LayerNorm {
+ public:
+  struct Saved {
+    Tensor in, mean, rstd;
+  };
+  LayerNorm(ParameterStore& store, const std::string& name, int64_t hidden, double eps);
+  Tensor forward(Arena& arena, const Tensor& in, Saved& saved) const;  // [n, h] -> [n, h]
+  Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
+
+ private:
+  ParameterStore* store_;
+  int weight_, bias_;
+  double eps_;
+};
+
+}  // namespace tessera::nn

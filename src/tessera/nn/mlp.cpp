@@ -1,0 +1,27 @@
+#include "tessera/nn/mlp.h"
+
+#include "tessera/ops/activation.h"
+
+namespace tessera::nn {
+
+MLP::MLP(ParameterStore& store, const std::string& name, int64_t hidden, int64_t ffn_hidden, double init_std,
+         double output_init_std)
+    : fc1_(store, name + ".linear_fc1", hidden, ffn_hidden, true, init_std),
+      fc2_(store, name + ".linear_fc2", ffn_hidden, hidden, true, output_init_std) {}
+
+Tensor MLP::forward(Arena& arena, const Tensor& in, Saved& saved) const {
+  saved.in = in;
+  saved.fc1 = fc1_.forward(arena, in);
+  saved.activation = arena.allocate(in.dtype(), saved.fc1.shape());
+  ops::gelu_forward(saved.fc1, saved.activation);
+  return fc2_.forward(arena, saved.activation);
+}
+
+Tensor MLP::backward(Arena& arena, const Tensor& dout, const Saved& saved) const {
+  Tensor dactivation = fc2_.backward(arena, dout, saved.activation);
+  Tensor dfc1 = arena.allocate(dout.dtype(), saved.fc1.shape());
+  ops::gelu_backward(dactivation, saved.fc1, dfc1);
+  return fc1_.backward(arena, dfc1, saved.in);
+}
+
+}  // namespace tessera::nn

@@ -1,0 +1,39 @@
+// Self-attention block: fused QKV projection (Megatron's per-query-group layout), core attention
+// (scaled masked softmax, attention dropout) and the output projection. Rows are tokens ordered
+// sequence-major ([s, b] flattened), as everywhere inside the transformer.
+#pragma once
+#include <string>
+
+#include "tessera/nn/dropout_context.h"
+#include "tessera/nn/linear.h"
+#include "tessera/ops/attention.h"
+
+namespace tessera::nn {
+
+struct AttentionShape {
+  int64_t hidden_size, num_heads, num_query_groups;
+  double attention_dropout;
+};
+
+class SelfAttention {
+ public:
+  struct Saved {
+    Tensor in, qkv, probs, context;
+  };
+  SelfAttention(ParameterStore& store, const std::string& name, const AttentionShape& shape, double init_std,
+                double output_init_std);
+  // in: [s*b, h]; key_padding_mask: u8 [b, s] or undefined.
+  Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
+                 const DropoutContext& dropout, Saved& saved) const;
+  Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
+                  const Saved& saved) const;
+
+ private:
+  ops::AttentionParams params(const DropoutContext& dropout) const;
+  std::string name_;
+  AttentionShape shape_;
+  Linear qkv_;
+  Linear proj_;
+};
+
+}  // namespace tessera::nn

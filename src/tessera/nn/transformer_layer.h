@@ -1,0 +1,40 @@
+// One pre-LN GPT block: x + drop(attn(ln1(x))), then + drop(mlp(ln2(.))). Names follow Megatron
+// core: input_layernorm, self_attention, pre_mlp_layernorm, mlp.
+#pragma once
+#include <string>
+
+#include "tessera/nn/layernorm.h"
+#include "tessera/nn/mlp.h"
+#include "tessera/nn/self_attention.h"
+
+namespace tessera::nn {
+
+struct TransformerLayerShape {
+  AttentionShape attention;
+  int64_t ffn_hidden_size;
+  double hidden_dropout, layernorm_epsilon, init_std, output_init_std;
+};
+
+class TransformerLayer {
+ public:
+  struct Saved {
+    LayerNorm::Saved ln1, ln2;
+    SelfAttention::Saved attention;
+    MLP::Saved mlp;
+  };
+  TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape);
+  Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
+                 const DropoutContext& dropout, Saved& saved) const;
+  Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
+                  const Saved& saved) const;
+
+ private:
+  std::string name_;
+  double hidden_dropout_;
+  LayerNorm ln1_;
+  SelfAttention attention_;
+  LayerNorm ln2_;
+  MLP mlp_;
+};
+
+}  // namespace tessera::nn

@@ -1,0 +1,93 @@
+// The resolved, validated configuration of a run: one immutable struct per concern, parsed once
+// from TOML plus --set overrides (config_schema.h lists every key). Every error is a ConfigError
+// naming the file and key and what is allowed.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/train/config_schema.h"
+
+namespace tessera::train {
+
+struct ModelConfig {
+  std::string architecture;
+  int64_t num_layers, hidden_size, num_attention_heads, num_query_groups, ffn_hidden_size;
+  int64_t seq_length, max_position_embeddings;
+  std::string position_embedding_type, normalization, activation;
+  bool untie_embeddings_and_output_weights;
+  int64_t make_vocab_size_divisible_by;
+  double hidden_dropout, attention_dropout, layernorm_epsilon, init_method_std;
+  int64_t num_experts, moe_router_topk;
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+};
+
+struct ParallelConfig {
+  int64_t tensor_model_parallel_size, pipeline_model_parallel_size, num_layers_per_virtual_pipeline_stage;
+  bool sequence_parallel;
+  int64_t expert_model_parallel_size;
+  bool use_distributed_optimizer;
+  std::string recompute_granularity, recompute_method;
+  int64_t recompute_num_layers;
+};
+
+struct TrainingConfig {
+  int64_t micro_batch_size, global_batch_size, train_iters;
+  std::string precision;
+  int64_t seed, eval_interval, eval_iters;
+  std::string device;
+  double peak_tflops_per_device;
+};
+
+struct OptimizerConfig {
+  std::string optimizer;
+  double lr, min_lr;
+  std::string lr_decay_style;
+  int64_t lr_warmup_iters, lr_decay_iters, lr_wsd_decay_iters;
+  std::string lr_wsd_decay_style;
+  double weight_decay, adam_beta1, adam_beta2, adam_eps, clip_grad;
+};
+
+struct DataConfig {
+  std::vector<DataPathEntry> data_path;
+  std::string split, tokenizer_type, vocab_file, merge_file;
+  bool mock_data;
+  int64_t vocab_size;
+  std::string data_cache_path;
+};
+
+struct CheckpointConfig {
+  std::string save, load;
+  int64_t save_interval;
+  bool no_load_optim, no_load_rng, finetune;
+};
+
+struct LoggingConfig {
+  int64_t log_interval;
+  std::string metrics_file;
+};
+
+struct Config {
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainingConfig training;
+  OptimizerConfig optimizer;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+  std::map<std::string, ConfigValue> values;  // "section.key" -> value, every key of the schema
+  std::string source;                         // the config file ("" when none)
+
+  std::string to_toml() const;  // the resolved config, every key, grouped by table
+};
+
+// Parses `path` ("" = defaults only), applies overrides ("table.key=value", value as a TOML literal;
+// a bare word is taken as a string), then checks types, unsupported keys and cross-key rules that
+// need no world size. Relative file paths in [data] are resolved against the config file's folder
+// when they do not exist relative to the working directory.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// Checks that need the world size (divisibility of the parallel layout and the batch).
+void validate_for_world(const Config& config, int world_size);
+
+}  // namespace tessera::train

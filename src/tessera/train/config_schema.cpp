@@ -1,0 +1,200 @@
+#include "tessera/train/config_schema.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace tessera::train {
+
+namespace {
+using VT = ValueType;
+using S = std::string;
+constexpr std::string_view kTp = "tensor parallelism (issue: Tensor parallelism and sequence parallelism)";
+constexpr std::string_view kPp = "pipeline parallelism (issue: Pipeline parallelism)";
+constexpr std::string_view kMoe = "mixture of experts";
+constexpr std::string_view kRecompute = "activation recomputation";
+constexpr std::string_view kArch = "BERT, T5 and Llama-style model variants";
+constexpr std::string_view kMixed = "mixed precision (issue: Data parallelism, the distributed optimizer, and mixed precision)";
+constexpr std::string_view kDistOpt = "the distributed optimizer (issue: Data parallelism, the distributed optimizer, and mixed precision)";
+constexpr std::string_view kCkpt = "checkpoints (issue: Checkpoints)";
+}  // namespace
+
+const std::vector<KeySpec>& config_schema() {
+  static const std::vector<KeySpec> schema = {
+      // [model]
+      {"model", "architecture", VT::string, S("gpt"), "gpt | bert | t5", kArch, {S("gpt")}},
+      {"model", "num_layers", VT::integer, int64_t{12}, "transformer layers"},
+      {"model", "hidden_size", VT::integer, int64_t{768}, "hidden size h"},
+      {"model", "num_attention_heads", VT::integer, int64_t{12}, "attention heads"},
+      {"model", "num_query_groups", VT::integer, int64_t{0},
+       "key/value heads (0 = num_attention_heads; fewer: grouped-query attention; 1: multi-query)"},
+      {"model", "ffn_hidden_size", VT::integer, int64_t{0}, "MLP hidden size (0 = 4 x hidden_size)"},
+      {"model", "seq_length", VT::integer, int64_t{1024}, "training sequence length"},
+      {"model", "max_position_embeddings", VT::integer, int64_t{1024}, "learned position table size"},
+      {"model", "position_embedding_type", VT::string, S("learned_absolute"),
+       "learned_absolute | rope | alibi | relative", kArch, {S("learned_absolute")}},
+      {"model", "normalization", VT::string, S("layernorm"), "layernorm | rmsnorm", kArch, {S("layernorm")}},
+      {"model", "activation", VT::string, S("gelu"), "gelu (tanh approximation) | swiglu", kArch, {S("gelu")}},
+      {"model", "untie_embeddings_and_output_weights", VT::boolean, false, "separate output layer weights", kArch,
+       {false}},
+      {"model", "make_vocab_size_divisible_by", VT::integer, int64_t{128}, "vocabulary padding multiple"},
+      {"model", "hidden_dropout", VT::floating, 0.1, "dropout after attention/MLP and on embeddings"},
+      {"model", "attention_dropout", VT::floating, 0.1, "dropout on attention probabilities"},
+      {"model", "layernorm_epsilon", VT::floating, 1e-5, "LayerNorm epsilon"},
+      {"model", "init_method_std", VT::floating, 0.02, "std of the normal weight initialisation"},
+      {"model", "num_experts", VT::integer, int64_t{0}, "> 0: mixture of experts", kMoe, {int64_t{0}}},
+      {"model", "moe_router_topk", VT::integer, int64_t{2}, "experts per token", kMoe, {int64_t{2}}},
+      // [parallel]
+      {"parallel", "tensor_model_parallel_size", VT::integer, int64_t{1}, "TP size", kTp, {int64_t{1}}},
+      {"parallel", "pipeline_model_parallel_size", VT::integer, int64_t{1}, "PP size", kPp, {int64_t{1}}},
+      {"parallel", "num_layers_per_virtual_pipeline_stage", VT::integer, int64_t{0}, "> 0: interleaved 1F1B", kPp,
+       {int64_t{0}}},
+      {"parallel", "sequence_parallel", VT::boolean, false, "sequence parallelism (needs TP > 1)", kTp, {false}},
+      {"parallel", "expert_model_parallel_size", VT::integer, int64_t{1}, "EP size", kMoe, {int64_t{1}}},
+      {"parallel", "use_distributed_optimizer", VT::boolean, false, "shard optimizer state over DP (ZeRO-1)",
+       kDistOpt, {false}},
+      {"parallel", "recompute_granularity", VT::string, S("none"), "none | selective | full", kRecompute, {S("none")}},
+      {"parallel", "recompute_method", VT::string, S("uniform"), "uniform | block", kRecompute, {S("uniform")}},
+      {"parallel", "recompute_num_layers", VT::integer, int64_t{1}, "layers per recomputed chunk", kRecompute,
+       {int64_t{1}}},
+      // [training]
+      {"training", "micro_batch_size", VT::integer, int64_t{4}, "sequences per micro-batch"},
+      {"training", "global_batch_size", VT::integer, int64_t{32},
+       "sequences per step = micro_batch_size x micro-batches x data-parallel size"},
+      {"training", "train_iters", VT::integer, int64_t{1000}, "optimizer steps"},
+      {"training", "precision", VT::string, S("fp32"), "fp32 | bf16 | fp16", kMixed, {S("fp32")}},
+      {"training", "seed", VT::integer, int64_t{1234}, "seed of initialisation, dropout and data order"},
+      {"training", "eval_interval", VT::integer, int64_t{100}, "iterations between evaluations (0: never)"},
+      {"training", "eval_iters", VT::integer, int64_t{10}, "forward-only batches per evaluation"},
+      {"training", "device", VT::string, S("auto"), "auto | cpu | cuda"},
+      {"training", "peak_tflops_per_device", VT::floating, 0.0,
+       "dense peak TFLOP/s for MFU (0: 989 on CUDA (H100/H200 bf16), no MFU on the CPU)"},
+      // [optimizer]
+      {"optimizer", "optimizer", VT::string, S("adam"), "adam (AdamW semantics: decoupled weight decay)", {},
+       {S("adam")}},
+      {"optimizer", "lr", VT::floating, 6.0e-4, "peak learning rate"},
+      {"optimizer", "min_lr", VT::floating, 6.0e-5, "learning rate floor after decay"},
+      {"optimizer", "lr_decay_style", VT::string, S("cosine"), "constant | linear | cosine | inverse-square-root | wsd"},
+      {"optimizer", "lr_warmup_iters", VT::integer, int64_t{100}, "linear warm-up iterations"},
+      {"optimizer", "lr_decay_iters", VT::integer, int64_t{0}, "decay length in iterations (0 = train_iters)"},
+      {"optimizer", "lr_wsd_decay_iters", VT::integer, int64_t{0}, "wsd: iterations of the final decay phase"},
+      {"optimizer", "lr_wsd_decay_style", VT::string, S("exponential"),
+       "wsd decay phase: exponential | linear | cosine | minus_sqrt"},
+      {"optimizer", "weight_decay", VT::floating, 0.1, "decoupled weight decay (not on biases and norm weights)"},
+      {"optimizer", "adam_beta1", VT::floating, 0.9, "Adam beta1"},
+      {"optimizer", "adam_beta2", VT::floating, 0.95, "Adam beta2"},
+      {"optimizer", "adam_eps", VT::floating, 1.0e-8, "Adam epsilon"},
+      {"optimizer", "clip_grad", VT::floating, 1.0, "clip by global L2 norm (0 disables)"},
+      // [data]
+      {"data", "data_path", VT::data_path, std::vector<DataPathEntry>{}, "dataset prefixes, optionally weighted"},
+      {"data", "split", VT::string, S("969,30,1"), "train,validation,test proportions"},
+      {"data", "tokenizer_type", VT::string, S("GPT2BPETokenizer"),
+       "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | NullTokenizer"},
+      {"data", "vocab_file", VT::string, S(""), "tokenizer vocabulary (vocab.json / vocab.txt)"},
+      {"data", "merge_file", VT::string, S(""), "GPT-2 BPE merges.txt"},
+      {"data", "mock_data", VT::boolean, false, "synthetic tokens, no files needed"},
+      {"data", "vocab_size", VT::integer, int64_t{0}, "NullTokenizer / mock_data vocabulary size (before padding)"},
+      {"data", "data_cache_path", VT::string, S(""), "where index caches go (empty: next to the data)"},
+      // [checkpoint]
+      {"checkpoint", "save", VT::string, S(""), "checkpoint directory to write", kCkpt, {S("")}},
+      {"checkpoint", "load", VT::string, S(""), "checkpoint directory to resume from", kCkpt, {S("")}},
+      {"checkpoint", "save_interval", VT::integer, int64_t{0}, "iterations between saves", kCkpt, {int64_t{0}}},
+      {"checkpoint", "no_load_optim", VT::boolean, false, "do not load optimizer state", kCkpt, {false}},
+      {"checkpoint", "no_load_rng", VT::boolean, false, "do not load RNG state", kCkpt, {false}},
+      {"checkpoint", "finetune", VT::boolean, false, "load weights only, reset iteration and optimizer", kCkpt,
+       {false}},
+      // [logging]
+      {"logging", "log_interval", VT::integer, int64_t{10}, "iterations between log lines"},
+      {"logging", "metrics_file", VT::string, S(""), "JSON Lines metrics file (empty: none)"},
+  };
+  return schema;
+}
+
+const KeySpec* find_key(std::string_view section, std::string_view key) {
+  for (const auto& spec : config_schema())
+    if (spec.section == section && spec.key == key) return &spec;
+  return nullptr;
+}
+
+std::string value_type_name(ValueType type) {
+  switch (type) {
+    case ValueType::integer: return "an integer";
+    case ValueType::floating: return "a number";
+    case ValueType::boolean: return "a boolean (true/false)";
+    case ValueType::string: return "a string";
+    case ValueType::data_path: return "a list of prefixes, optionally weighted ([0.3, \"a\", 0.7, \"b\"])";
+  }
+  return "?";
+}
+
+static std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+static std::string format_number(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  std::string s = out.str();
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+std::string format_value(const ConfigValue& value) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, int64_t>) return std::to_string(v);
+        else if constexpr (std::is_same_v<T, double>) return format_number(v);
+        else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>) return quote(v);
+        else {
+          std::string out = "[";
+          for (size_t i = 0; i < v.size(); ++i) {
+            if (i) out += ", ";
+            if (std::holds_alternative<double>(v[i])) out += format_number(std::get<double>(v[i]));
+            else out += quote(std::get<std::string>(v[i]));
+          }
+          return out + "]";
+        }
+      },
+      value);
+}
+
+static size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string closest_key(std::string_view dotted) {
+  std::string best;
+  size_t best_distance = SIZE_MAX;
+  auto dot = dotted.find('.');
+  std::string_view bare = dot == std::string_view::npos ? dotted : dotted.substr(dot + 1);
+  for (const auto& spec : config_schema()) {
+    std::string full = std::string(spec.section) + "." + std::string(spec.key);
+    // Compare the whole dotted name, and the key alone so a key in the wrong table is found too.
+    size_t d = std::min(edit_distance(dotted, full), edit_distance(bare, spec.key) + 1);
+    if (d < best_distance) {
+      best_distance = d;
+      best = full;
+    }
+  }
+  return best;
+}
+
+}  // namespace tessera::train

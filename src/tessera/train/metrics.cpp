@@ -1,0 +1,99 @@
+#include "tessera/train/metrics.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "tessera/core/error.h"
+
+namespace tessera::train {
+
+namespace {
+std::string printf_string(const char* format, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), format, value);
+  return buffer;
+}
+}  // namespace
+
+std::string format_log_line(const IterationMetrics& m) {
+  std::string line = "iteration " + std::to_string(m.iteration) + "/" + std::to_string(m.train_iters) +
+                     " | consumed samples " + std::to_string(m.consumed_samples) +
+                     " | elapsed time per iteration (ms) " + printf_string("%.1f", m.elapsed_ms) +
+                     " | learning rate " + printf_string("%.6E", m.learning_rate) + " | global batch size " +
+                     std::to_string(m.global_batch_size) + " | lm loss " + printf_string("%.6E", m.lm_loss) +
+                     " | loss scale " + printf_string("%.1f", m.loss_scale) + " | grad norm " +
+                     printf_string("%.3f", m.grad_norm) + " | tokens/s " + printf_string("%.0f", m.tokens_per_second) +
+                     " | TFLOP/s/GPU " + printf_string("%.3f", m.tflops_per_device) + " | MFU " +
+                     (m.mfu ? printf_string("%.1f%%", *m.mfu * 100.0) : std::string("n/a")) + " | skipped " +
+                     std::to_string(m.skipped_iterations) + " | nan " + std::to_string(m.nan_iterations);
+  return line;
+}
+
+double perplexity(double loss) { return std::exp(std::min(20.0, loss)); }
+
+std::string format_eval_line(int64_t iteration, double eval_loss) {
+  return "validation loss at iteration " + std::to_string(iteration) + " | lm loss value: " +
+         printf_string("%.6E", eval_loss) + " | lm loss PPL: " + printf_string("%.6E", perplexity(eval_loss)) + " |";
+}
+
+MetricsWriter::MetricsWriter(const std::string& path) {
+  if (path.empty()) return;
+  out_.open(path, std::ios::out | std::ios::app);
+  if (!out_) TESSERA_CONFIG_FAIL("logging.metrics_file: cannot open '", path, "' for writing");
+}
+
+static double finite_or_nan(double v) { return v; }
+
+void MetricsWriter::write_iteration(const IterationMetrics& m) {
+  if (!enabled()) return;
+  nlohmann::json row = {{"iteration", m.iteration},
+                        {"lm_loss", finite_or_nan(m.lm_loss)},
+                        {"grad_norm", m.grad_norm},
+                        {"learning_rate", m.learning_rate},
+                        {"loss_scale", m.loss_scale},
+                        {"consumed_samples", m.consumed_samples},
+                        {"tokens_per_second", m.tokens_per_second},
+                        {"tflops_per_gpu", m.tflops_per_device},
+                        {"mfu", m.mfu ? nlohmann::json(*m.mfu) : nlohmann::json(nullptr)},
+                        {"skipped_iterations", m.skipped_iterations},
+                        {"elapsed_ms", m.elapsed_ms}};
+  out_ << row.dump() << "\n";
+  out_.flush();
+  if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");
+}
+
+void MetricsWriter::write_eval(int64_t iteration, double eval_loss) {
+  if (!enabled()) return;
+  nlohmann::json row = {{"iteration", iteration}, {"eval_loss", eval_loss}, {"eval_perplexity", perplexity(eval_loss)}};
+  out_ << row.dump() << "\n";
+  out_.flush();
+  if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");
+}
+
+ProgressBar::ProgressBar(int64_t total) : total_(total), active_(isatty(STDOUT_FILENO) == 1) {}
+
+void ProgressBar::update(int64_t done, double seconds_per_iteration) {
+  if (!active_) return;
+  constexpr int kWidth = 30;
+  int filled = total_ ? static_cast<int>(kWidth * done / total_) : kWidth;
+  double eta = seconds_per_iteration * static_cast<double>(total_ - done);
+  std::string bar(filled, '=');
+  bar += std::string(kWidth - filled, ' ');
+  std::printf("\r[%s] %lld/%lld  ETA %dm%02ds", bar.c_str(), static_cast<long long>(done),
+              static_cast<long long>(total_), static_cast<int>(eta) / 60, static_cast<int>(eta) % 60);
+  std::fflush(stdout);
+  drawn_ = true;
+}
+
+void ProgressBar::clear() {
+  if (!active_ || !drawn_) return;
+  std::printf("\r%*s\r", 60, "");
+  std::fflush(stdout);
+  drawn_ = false;
+}
+
+}  // namespace tessera::train

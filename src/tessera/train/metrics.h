@@ -1,0 +1,48 @@
+// What a training run reports: the Megatron-style log line on the output rank, the metrics_file
+// rows (JSON Lines, as INTERFACE.md), and the terminal progress bar.
+#pragma once
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace tessera::train {
+
+struct IterationMetrics {
+  int64_t iteration = 0, train_iters = 0, consumed_samples = 0, global_batch_size = 0;
+  double elapsed_ms = 0, learning_rate = 0, lm_loss = 0, loss_scale = 1, grad_norm = 0;
+  double tokens_per_second = 0, tflops_per_device = 0;
+  std::optional<double> mfu;  // absent when the device's peak is unknown (CPU)
+  int64_t skipped_iterations = 0, nan_iterations = 0;
+};
+
+std::string format_log_line(const IterationMetrics& m);
+std::string format_eval_line(int64_t iteration, double eval_loss);  // Megatron's validation line
+double perplexity(double loss);                                      // exp(min(20, loss))
+
+// Writes one JSON object per line; flushed after every row so a killed job keeps its metrics.
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path);  // "" disables
+  void write_iteration(const IterationMetrics& m);
+  void write_eval(int64_t iteration, double eval_loss);
+  bool enabled() const { return out_.is_open(); }
+
+ private:
+  std::ofstream out_;
+};
+
+// A one-line progress bar redrawn in place; only draws when stdout is a terminal.
+class ProgressBar {
+ public:
+  explicit ProgressBar(int64_t total);
+  void update(int64_t done, double seconds_per_iteration);
+  void clear();  // before printing a log line
+
+ private:
+  int64_t total_;
+  bool active_;
+  bool drawn_ = false;
+};
+
+}  // namespace tessera::train

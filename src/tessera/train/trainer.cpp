@@ -1,0 +1,209 @@
+#include "tessera/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "tessera/core/logging.h"
+#include "tessera/models/vocab.h"
+#include "tessera/optim/grad_clip.h"
+#include "tessera/optim/param_groups.h"
+
+namespace tessera::train {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+}  // namespace
+
+Trainer::Trainer(const Config& config, Device device)
+    : config_(config), device_(device), arena_(size_t(256) << 20, device) {
+  if (!device.is_cpu())
+    TESSERA_CONFIG_FAIL("training.device resolves to ", device.name(),
+                        ", but GPU training is not supported yet (it comes with the CUDA backend issue); set "
+                        "training.device = \"cpu\"");
+  const auto& t = config_.training;
+  num_micro_batches_ = t.global_batch_size / t.micro_batch_size;  // data-parallel size 1
+  data_ = build_training_data(config_);
+
+  model_ = std::make_unique<models::GPTModel>(config_.model, data_.vocab_size, DType::f32, device_);
+  model_->initialize(static_cast<uint64_t>(t.seed));
+
+  std::vector<optim::ParamEntry> entries;
+  for (const auto& p : model_->parameters().parameters())
+    entries.push_back({p.name, p.value, p.grad, optim::default_weight_decay(p.name, p.shape)});
+  optimizer_ = std::make_unique<optim::AdamWOptimizer>(std::move(entries));
+
+  const auto& o = config_.optimizer;
+  optim::LrScheduleConfig lr;
+  lr.style = o.lr_decay_style;
+  lr.lr = o.lr;
+  lr.min_lr = o.min_lr;
+  lr.warmup_iters = o.lr_warmup_iters;
+  lr.decay_iters = o.lr_decay_iters;
+  lr.wsd_decay_iters = o.lr_wsd_decay_iters;
+  lr.wsd_decay_style = o.lr_wsd_decay_style;
+  schedule_ = std::make_unique<optim::LrSchedule>(lr);
+
+  int64_t s = config_.model.seq_length, b = t.micro_batch_size;
+  tokens_ = Buffer(static_cast<size_t>(b * (s + 1)) * sizeof(int32_t));
+  loss_mask_ = Buffer(static_cast<size_t>(b * s) * sizeof(float));
+
+  // FLOPs per token: 6N + 12 L h s (N = parameters excluding position embeddings; the tied word
+  // embedding counts once, as the output layer's GEMM).
+  const auto& m = config_.model;
+  double n = static_cast<double>(model_->parameters().numel() -
+                                 model_->parameters().find("embedding.position_embeddings.weight").value.numel());
+  double per_token = 6.0 * n + 12.0 * m.num_layers * m.hidden_size * static_cast<double>(s);
+  flops_per_iteration_ = per_token * static_cast<double>(t.global_batch_size * s);
+  log_start();
+}
+
+void Trainer::log_start() const {
+  const auto& p = config_.parallel;
+  log::info("------------------------ arguments ------------------------");
+  log::info(config_.to_toml());
+  log::info("-------------------- end of arguments ---------------------");
+  log::info("using world size: 1, data-parallel size: 1, tensor-model-parallel size: ", p.tensor_model_parallel_size,
+            ", pipeline-model-parallel size: ", p.pipeline_model_parallel_size, ", device: ", device_.name());
+  log::info("data: ", data_.description);
+  models::log_padded_vocab(data_.vocab_size, model_->padded_vocab_size());
+  log::info(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): ",
+            model_->parameters().numel());
+  log::info(" > FLOPs per iteration: ", flops_per_iteration_, " (convention: 6N + 12*L*h*s per token, ",
+            "N = parameters without position embeddings)");
+}
+
+void Trainer::load_micro_batch(const data::SampleSource& source, int64_t first_index, int64_t count) {
+  int64_t s = config_.model.seq_length;
+  auto* tokens = static_cast<int32_t*>(tokens_.data());
+  auto* mask = static_cast<float*>(loss_mask_.data());
+  for (int64_t j = 0; j < count; ++j)
+    source.sample(first_index + j, std::span<int32_t>(tokens + j * (s + 1), static_cast<size_t>(s + 1)),
+                  std::span<float>(mask + j * s, static_cast<size_t>(s)));
+}
+
+double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) {
+  const auto& t = config_.training;
+  int64_t b = t.micro_batch_size, s = config_.model.seq_length;
+  Tensor tokens = tokens_.as_tensor(DType::i32, {b, s + 1});
+  Tensor mask = loss_mask_.as_tensor(DType::f32, {b, s});
+  auto& params = model_->parameters();
+  params.zero_grads();
+  double loss_total = 0;
+  for (int64_t m = 0; m < num_micro_batches_; ++m) {
+    int64_t first = consumed_samples_ + m * b;
+    load_micro_batch(*data_.train, first, b);
+    nn::DropoutContext dropout{static_cast<uint64_t>(t.seed),
+                               mix_stream(static_cast<uint64_t>(iteration), static_cast<uint64_t>(first)), true};
+    models::LossSum sum = model_->forward_backward(arena_, tokens, mask, 1.0 / static_cast<double>(num_micro_batches_),
+                                                   dropout);
+    arena_.reset();
+    loss_total += sum.token_count > 0 ? sum.loss_sum / sum.token_count : 0.0;
+  }
+  std::vector<Tensor> grads;
+  for (const auto& p : params.parameters()) grads.push_back(p.grad);
+  grad_norm = optim::finish_grad_norm(optim::local_sum_of_squares(grads));
+  skipped = !std::isfinite(grad_norm);
+  if (!skipped) {
+    optim::scale_grads(grads, optim::clip_coefficient(grad_norm, config_.optimizer.clip_grad));
+    const auto& o = config_.optimizer;
+    optimizer_->step(schedule_->lr(iteration - 1), o.weight_decay, o.adam_beta1, o.adam_beta2, o.adam_eps);
+  }
+  consumed_samples_ += t.global_batch_size;
+  return loss_total / static_cast<double>(num_micro_batches_);
+}
+
+double Trainer::evaluate() {
+  const auto& t = config_.training;
+  int64_t b = t.micro_batch_size, s = config_.model.seq_length;
+  Tensor tokens = tokens_.as_tensor(DType::i32, {b, s + 1});
+  Tensor mask = loss_mask_.as_tensor(DType::f32, {b, s});
+  double loss_total = 0;
+  int64_t batches = 0;
+  for (int64_t it = 0; it < t.eval_iters; ++it) {
+    for (int64_t m = 0; m < num_micro_batches_; ++m) {
+      load_micro_batch(*data_.valid, eval_consumed_samples_, b);
+      eval_consumed_samples_ += b;
+      models::LossSum sum = model_->forward_loss(arena_, tokens, mask);
+      arena_.reset();
+      loss_total += sum.token_count > 0 ? sum.loss_sum / sum.token_count : 0.0;
+      ++batches;
+    }
+  }
+  return batches ? loss_total / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
+}
+
+TrainingSummary Trainer::train() {
+  const auto& t = config_.training;
+  TrainingSummary summary;
+  summary.last_eval_loss = std::numeric_limits<double>::quiet_NaN();
+  MetricsWriter metrics(config_.logging.metrics_file);
+  ProgressBar progress(t.train_iters);
+  double peak = config_.training.peak_tflops_per_device;
+  if (peak == 0 && device_.is_cuda()) peak = 989.0;
+  int64_t skipped_total = 0, nan_total = 0;
+  double timed_seconds = 0;
+  int64_t timed_iterations = 0;
+  auto run_eval = [&](int64_t iteration) {
+    if (!data_.valid || t.eval_iters == 0) return;
+    double eval_loss = evaluate();
+    summary.last_eval_loss = eval_loss;
+    progress.clear();
+    log::info(std::string(80, '-'));
+    log::info(format_eval_line(iteration, eval_loss));
+    log::info(std::string(80, '-'));
+    metrics.write_eval(iteration, eval_loss);
+  };
+
+  for (int64_t iteration = 1; iteration <= t.train_iters; ++iteration) {
+    auto start = Clock::now();
+    double grad_norm = 0;
+    bool skipped = false;
+    double loss = train_step(iteration, grad_norm, skipped);
+    double seconds = seconds_since(start);
+    if (skipped) ++skipped_total;
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) ++nan_total;
+    if (iteration > 1) {  // the first iteration pays one-time costs
+      timed_seconds += seconds;
+      ++timed_iterations;
+    }
+    summary.lm_loss.push_back(loss);
+    summary.grad_norm.push_back(grad_norm);
+
+    if (iteration % config_.logging.log_interval == 0 || iteration == t.train_iters) {
+      IterationMetrics m;
+      m.iteration = iteration;
+      m.train_iters = t.train_iters;
+      m.consumed_samples = consumed_samples_;
+      m.global_batch_size = t.global_batch_size;
+      m.elapsed_ms = seconds * 1e3;
+      m.learning_rate = schedule_->lr(iteration - 1);
+      m.lm_loss = loss;
+      m.grad_norm = grad_norm;
+      m.tokens_per_second = static_cast<double>(t.global_batch_size * config_.model.seq_length) / seconds;
+      m.tflops_per_device = flops_per_iteration_ / seconds / 1e12;
+      if (peak > 0) m.mfu = m.tflops_per_device / peak;
+      m.skipped_iterations = skipped_total;
+      m.nan_iterations = nan_total;
+      progress.clear();
+      log::info(format_log_line(m));
+      metrics.write_iteration(m);
+    }
+    progress.update(iteration, seconds);
+    if (t.eval_interval > 0 && iteration % t.eval_interval == 0) run_eval(iteration);
+  }
+  if (t.eval_interval > 0 && t.train_iters % t.eval_interval != 0) run_eval(t.train_iters);
+  progress.clear();
+  if (timed_iterations > 0)
+    summary.tokens_per_second = static_cast<double>(timed_iterations * t.global_batch_size * config_.model.seq_length) /
+                                timed_seconds;
+  log::info("training finished: ", t.train_iters, " iterations, ", summary.tokens_per_second,
+            " tokens/s on average (iterations 2..", t.train_iters, "), peak activation memory ",
+            arena_.peak_bytes() / (1 << 20), " MiB");
+  return summary;
+}
+
+}  // namespace tessera::train

@@ -1,0 +1,50 @@
+// The training loop of tessera-train: builds data, model and optimizer from the Config, then runs
+// train_iters steps (micro-batch gradient accumulation, global-norm clipping, AdamW with the LR
+// schedule), logs Megatron-style lines and metrics rows, and evaluates on the validation split.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "tessera/models/gpt.h"
+#include "tessera/optim/adamw_optimizer.h"
+#include "tessera/optim/lr_schedule.h"
+#include "tessera/train/config.h"
+#include "tessera/train/metrics.h"
+#include "tessera/train/training_data.h"
+
+namespace tessera::train {
+
+struct TrainingSummary {
+  std::vector<double> lm_loss;     // one per iteration
+  std::vector<double> grad_norm;   // one per iteration (before clipping)
+  double last_eval_loss = 0;       // NaN when no evaluation ran
+  double tokens_per_second = 0;    // over the whole run, after the first iteration
+};
+
+class Trainer {
+ public:
+  Trainer(const Config& config, Device device);
+  TrainingSummary train();
+  models::GPTModel& model() { return *model_; }
+
+ private:
+  double train_step(int64_t iteration, double& grad_norm, bool& skipped);
+  double evaluate();
+  void load_micro_batch(const data::SampleSource& source, int64_t first_index, int64_t count);
+  void log_start() const;
+
+  Config config_;
+  Device device_;
+  TrainingData data_;
+  std::unique_ptr<models::GPTModel> model_;
+  std::unique_ptr<optim::AdamWOptimizer> optimizer_;
+  std::unique_ptr<optim::LrSchedule> schedule_;
+  Arena arena_;
+  Buffer tokens_, loss_mask_;  // one micro-batch on the host: i32 [b, s+1], f32 [b, s]
+  int64_t num_micro_batches_ = 1;
+  int64_t consumed_samples_ = 0;
+  int64_t eval_consumed_samples_ = 0;
+  double flops_per_iteration_ = 0;
+};
+
+}  // namespace tessera::train

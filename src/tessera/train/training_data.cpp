@@ -1,0 +1,68 @@
+#include "tessera/train/training_data.h"
+
+#include <sstream>
+
+#include "tessera/core/error.h"
+#include "tessera/data/blended_dataset_builder.h"
+#include "tessera/data/mock_dataset.h"
+#include "tessera/data/tokenizer.h"
+
+namespace tessera::train {
+
+namespace {
+
+int64_t tokenizer_vocab_size(const DataConfig& d) {
+  data::TokenizerOptions options{d.tokenizer_type, d.vocab_file, d.merge_file, d.vocab_size};
+  return data::make_tokenizer(options)->vocab_size();
+}
+
+std::vector<std::string> data_path_strings(const std::vector<DataPathEntry>& entries) {
+  std::vector<std::string> items;
+  for (const auto& entry : entries) {
+    if (auto* prefix = std::get_if<std::string>(&entry)) {
+      items.push_back(*prefix);
+    } else {
+      std::ostringstream weight;
+      weight.precision(17);
+      weight << std::get<double>(entry);
+      items.push_back(weight.str());
+    }
+  }
+  return items;
+}
+
+}  // namespace
+
+TrainingData build_training_data(const Config& config) {
+  const auto& d = config.data;
+  const auto& t = config.training;
+  TrainingData result;
+  int64_t train_samples = t.train_iters * t.global_batch_size;
+  if (d.mock_data) {
+    result.vocab_size = d.vocab_size > 0 ? d.vocab_size : tokenizer_vocab_size(d);
+    int64_t valid_samples = std::max<int64_t>(1, t.eval_iters * t.global_batch_size);
+    uint64_t seed = static_cast<uint64_t>(t.seed);
+    result.train = std::make_shared<data::MockDataset>(config.model.seq_length, result.vocab_size, train_samples, seed);
+    // The validation samples come from another seed, so evaluation never sees training samples.
+    result.valid = std::make_shared<data::MockDataset>(config.model.seq_length, result.vocab_size, valid_samples,
+                                                       seed ^ 0x76616c6964ull);
+    result.description = "mock data (vocab " + std::to_string(result.vocab_size) + ")";
+    return result;
+  }
+  result.vocab_size = tokenizer_vocab_size(d);
+  data::GPTDatasetConfig gpt;
+  gpt.seq_length = config.model.seq_length;
+  gpt.seed = static_cast<uint32_t>(t.seed);
+  gpt.split = d.split;
+  gpt.cache_dir = d.data_cache_path;
+  auto counts = data::requested_sample_counts(t.train_iters, t.global_batch_size, t.eval_interval, t.eval_iters);
+  auto splits = data::build_gpt_datasets(data::parse_data_path(data_path_strings(d.data_path)), gpt, counts);
+  if (!splits.train) TESSERA_CONFIG_FAIL("data.split = \"", d.split, "\" gives the training split no data");
+  result.train = splits.train;
+  result.valid = splits.valid;
+  result.description = std::to_string(d.data_path.size()) + " data_path entries, tokenizer " + d.tokenizer_type +
+                       " (vocab " + std::to_string(result.vocab_size) + "), split " + d.split;
+  return result;
+}
+
+}  // namespace tessera::train
