@@ -1,0 +1,108 @@
+// Config parsing: defaults, overrides, and the errors a user meets (each a ConfigError naming the
+// key and what is allowed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tessera/core/error.h"
+#include "tessera/train/config.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  std::string write(const std::string& text) {
+    fs::path dir = fs::temp_directory_path() / ("tessera_config_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    fs::path path = dir / "config.toml";
+    std::ofstream(path) << text;
+    return path.string();
+  }
+  // The ConfigError message of loading `text` with overrides, or "" if it loads.
+  std::string error_of(const std::string& text, std::vector<std::string> overrides = {}) {
+    try {
+      train::load_config(write(text), overrides);
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      return e.message();
+    }
+    return "";
+  }
+};
+
+const char* kMock = "[data]\nmock_data = true\nvocab_size = 100\n";
+
+TEST_F(ConfigTest, DefaultsAndOverrides) {
+  auto c = train::load_config(write(std::string(kMock) + "[model]\nhidden_size = 256\nnum_attention_heads = 8\n"),
+                              {"training.train_iters=7", "optimizer.lr=1e-3", "data.tokenizer_type=NullTokenizer"});
+  EXPECT_EQ(c.model.hidden_size, 256);
+  EXPECT_EQ(c.model.ffn_hidden_size, 1024);          // derived: 4h
+  EXPECT_EQ(c.model.num_query_groups, 8);            // derived: = heads
+  EXPECT_EQ(c.training.train_iters, 7);
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 1e-3);
+  EXPECT_EQ(c.optimizer.lr_decay_iters, 7);          // derived: = train_iters
+  EXPECT_EQ(c.data.tokenizer_type, "NullTokenizer");  // bare word taken as a string
+  EXPECT_NE(c.to_toml().find("hidden_size = 256"), std::string::npos);
+}
+
+TEST_F(ConfigTest, UnknownKeySuggestsTheClosest) {
+  auto msg = error_of(std::string(kMock) + "[model]\nhiden_size = 64\n");
+  EXPECT_NE(msg.find("model.hiden_size"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("did you mean 'model.hidden_size'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(":5:"), std::string::npos) << "line number expected: " << msg;
+  auto set_msg = error_of(kMock, {"training.train_iter=5"});
+  EXPECT_NE(set_msg.find("training.train_iters"), std::string::npos) << set_msg;
+}
+
+TEST_F(ConfigTest, WrongTypeNamesKeyAndType) {
+  auto msg = error_of(std::string(kMock) + "[model]\nnum_layers = \"twelve\"\n");
+  EXPECT_NE(msg.find("model.num_layers must be an integer, got string"), std::string::npos) << msg;
+  auto bool_msg = error_of(kMock, {"data.mock_data=7"});
+  EXPECT_NE(bool_msg.find("data.mock_data must be a boolean"), std::string::npos) << bool_msg;
+}
+
+TEST_F(ConfigTest, HiddenSizeMustDivideByHeads) {
+  auto msg = error_of(std::string(kMock) + "[model]\nhidden_size = 100\nnum_attention_heads = 12\n");
+  EXPECT_NE(msg.find("model.hidden_size = 100 is not divisible by model.num_attention_heads = 12"), std::string::npos)
+      << msg;
+}
+
+TEST_F(ConfigTest, GlobalBatchMustBeAMultipleOfMicroBatch) {
+  auto msg = error_of(std::string(kMock) + "[training]\nmicro_batch_size = 3\nglobal_batch_size = 10\n");
+  EXPECT_NE(msg.find("training.global_batch_size = 10 is not a multiple of training.micro_batch_size = 3"),
+            std::string::npos)
+      << msg;
+  EXPECT_NO_THROW(train::validate_for_world(train::load_config(write(kMock), {}), 1));
+}
+
+TEST_F(ConfigTest, SeqLengthAboveMaxPositions) {
+  auto msg = error_of(std::string(kMock) + "[model]\nseq_length = 2048\nmax_position_embeddings = 1024\n");
+  EXPECT_NE(msg.find("model.seq_length = 2048 is above model.max_position_embeddings = 1024"), std::string::npos)
+      << msg;
+}
+
+TEST_F(ConfigTest, MissingDataFileIsNamed) {
+  auto msg = error_of("[data]\ndata_path = [\"/nonexistent/corpus_text_document\"]\n");
+  EXPECT_NE(msg.find("data.data_path"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("/nonexistent/corpus_text_document.bin"), std::string::npos) << msg;
+}
+
+TEST_F(ConfigTest, LaterCapabilitiesAreRejectedNotIgnored) {
+  auto msg = error_of(std::string(kMock) + "[model]\nnormalization = \"rmsnorm\"\n");
+  EXPECT_NE(msg.find("model.normalization = \"rmsnorm\" is not supported yet"), std::string::npos) << msg;
+  auto ckpt = error_of(kMock, {"checkpoint.save=/tmp/x"});
+  EXPECT_NE(ckpt.find("checkpoint.save"), std::string::npos) << ckpt;
+  EXPECT_NE(ckpt.find("not supported yet"), std::string::npos) << ckpt;
+}
+
+TEST_F(ConfigTest, SyntaxErrorNamesFileAndLine) {
+  auto msg = error_of("[model]\nnum_layers = = 3\n");
+  EXPECT_NE(msg.find("config.toml:2"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace tessera

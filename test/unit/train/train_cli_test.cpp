@@ -1,0 +1,84 @@
+// The tessera-train executable: exit code 2 with a message naming the key for config errors,
+// 0 for --help and --version, and a short run that writes the INTERFACE.md metrics rows.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_paths.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+Run run(const std::string& args) {
+  std::string command = (test::bin_dir() / "tessera-train").string() + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string output;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+TEST(TrainCli, HelpAndVersion) {
+  auto help = run("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("--config"), std::string::npos);
+  EXPECT_NE(help.output.find("hidden_size = 768"), std::string::npos);  // config keys with defaults
+  auto version = run("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_NE(version.output.find("tessera-train"), std::string::npos);
+}
+
+TEST(TrainCli, ConfigErrorsExitWithTwoAndNameTheKey) {
+  auto unknown = run("--set data.mock_data=true --set data.vocab_size=10 --set model.hiden_size=4");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
+  EXPECT_NE(unknown.output.find("model.hidden_size"), std::string::npos) << unknown.output;
+  auto missing = run("--config /nonexistent/run.toml");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("/nonexistent/run.toml"), std::string::npos) << missing.output;
+  auto bad_option = run("--no-such-option");
+  EXPECT_EQ(bad_option.exit_code, 2) << bad_option.output;
+}
+
+TEST(TrainCli, ShortRunWritesMetricsRows) {
+  fs::path metrics = fs::temp_directory_path() / ("tessera_cli_metrics_" + std::to_string(::getpid()) + ".jsonl");
+  fs::remove(metrics);
+  auto result = run(
+      "--set data.mock_data=true --set data.vocab_size=40 --set model.num_layers=1 --set model.hidden_size=16 "
+      "--set model.num_attention_heads=2 --set model.seq_length=8 --micro-batch-size 2 --global-batch-size 4 "
+      "--train-iters 4 --log-interval 2 --set training.eval_interval=4 --set training.eval_iters=1 "
+      "--set optimizer.lr_warmup_iters=1 --metrics-file " + metrics.string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("padded vocab (size: 40) with 88 dummy tokens (new size: 128)"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("iteration 4/4 | consumed samples 16 |"), std::string::npos) << result.output;
+  std::ifstream in(metrics);
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(rows.size(), 3u);  // iterations 2 and 4, then the evaluation at 4
+  for (const char* key : {"iteration", "lm_loss", "grad_norm", "learning_rate", "loss_scale", "consumed_samples",
+                          "tokens_per_second", "tflops_per_gpu", "mfu", "skipped_iterations"})
+    EXPECT_TRUE(rows[0].contains(key)) << key;
+  EXPECT_EQ(rows[1]["iteration"], 4);
+  EXPECT_EQ(rows[1]["consumed_samples"], 16);
+  EXPECT_TRUE(rows[2].contains("eval_loss"));
+  EXPECT_TRUE(rows[2].contains("eval_perplexity"));
+  fs::remove(metrics);
+}
+
+}  // namespace
+}  // namespace tessera
