@@ -1,6 +1,7 @@
 // GPT (GPT-2 architecture): learned absolute positions, pre-LN transformer blocks, final
 // LayerNorm, output layer tied to the word embedding, cross entropy over the real vocabulary.
-// Explicit forward and backward over one micro-batch; activations live in the caller's arena.
+// A rank holds one or more model chunks (pipeline stages; several with interleaving). Each chunk
+// has explicit forward and backward over one micro-batch; activations live in the caller's arena.
 #pragma once
 #include <memory>
 #include <vector>
@@ -17,42 +18,79 @@ struct LossSum {
   double token_count = 0;  // sum of the loss mask
 };
 
+// Which part of the network a chunk holds: the embedding (first chunk of the first stage), layers
+// [first_layer, first_layer + num_layers), and the head (final LayerNorm, output layer and loss).
+struct GPTChunkLayout {
+  bool has_embedding = true;
+  bool has_head = true;
+  int64_t first_layer = 0;
+  int64_t num_layers = -1;  // -1: every layer
+};
+
+// One micro-batch's inputs, sequence-major ([s, b] flattened), shared by every chunk.
+struct GPTInputs {
+  Tensor ids, positions, labels, mask;  // i32, i32, i32, compute dtype; [s*b] each
+  int64_t seq = 0, batch = 0;
+};
+
+// What a chunk's forward saves for its backward (opaque to schedules).
+struct GPTChunkActivations {
+  Tensor input;  // the hidden state the chunk received (undefined on the embedding chunk)
+  std::vector<nn::TransformerLayer::Saved> layers;
+  nn::LayerNorm::Saved final_ln;
+  Tensor final_hidden, logits, log_sum_exp;
+};
+
 class GPTModel {
  public:
-  GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType dtype, Device device);
+  GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType dtype, Device device,
+           std::vector<GPTChunkLayout> chunks = {GPTChunkLayout{}});
   void initialize(uint64_t seed) { store_.initialize(seed); }
   nn::ParameterStore& parameters() { return store_; }
   const nn::ParameterStore& parameters() const { return store_; }
   int64_t vocab_size() const { return vocab_size_; }
   int64_t padded_vocab_size() const { return padded_vocab_; }
   const train::ModelConfig& config() const { return config_; }
+  int num_chunks() const { return static_cast<int>(chunks_.size()); }
+  const GPTChunkLayout& chunk_layout(int chunk) const { return chunks_.at(chunk).layout; }
 
-  // tokens: i32 [b, s+1] (inputs then shifted labels); loss_mask: f32 [b, s]. Adds
-  // grad_scale * d(loss_sum / token_count)/d(theta) to the gradient buffer.
+  // tokens: i32 [b, s+1] (inputs then shifted labels); loss_mask: f32 [b, s].
+  GPTInputs prepare(Arena& arena, const Tensor& tokens, const Tensor& loss_mask) const;
+
+  // Chunk forward: input is the previous chunk's output [s*b, h] (undefined for the embedding
+  // chunk). Returns the output hidden state, or, for the head chunk, the logits [s*b, V'].
+  Tensor forward_chunk(int chunk, Arena& arena, const GPTInputs& in, const Tensor& input, const Tensor& key_padding_mask,
+                       const nn::DropoutContext& dropout, GPTChunkActivations& acts) const;
+  // Head chunk only: the masked loss sum of the forward just run.
+  LossSum chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkActivations& acts) const;
+  // Chunk backward: doutput is the gradient of the chunk's output (ignored on the head chunk,
+  // which starts from d(loss_sum / token_count * grad_scale), token_count from chunk_loss). Adds
+  // parameter gradients to the gradient buffer; returns d(input) (undefined for the embedding chunk).
+  Tensor backward_chunk(int chunk, Arena& arena, const GPTInputs& in, const Tensor& doutput, double grad_scale,
+                        double token_count, const nn::DropoutContext& dropout, const GPTChunkActivations& acts) const;
+
+  // Whole-model conveniences (a single chunk with embedding and head).
   LossSum forward_backward(Arena& arena, const Tensor& tokens, const Tensor& loss_mask, double grad_scale,
                            const nn::DropoutContext& dropout);
   LossSum forward_loss(Arena& arena, const Tensor& tokens, const Tensor& loss_mask);  // no dropout, no grads
-  // ids: i32 [b, s]; key_padding_mask: u8 [b, s] (1 = real token) or undefined; position_ids: i32 [b, s]
-  // or undefined (0..s-1). Returns logits [s, b, padded_vocab].
+  // ids: i32 [b, s]; key_padding_mask: u8 [b, s] (1 = real token) or undefined; position_ids: i32
+  // [b, s] or undefined (0..s-1). Returns logits [s, b, padded_vocab].
   Tensor forward_logits(Arena& arena, const Tensor& ids, const Tensor& key_padding_mask, const Tensor& position_ids);
 
  private:
-  struct Activations;
-  struct Inputs {
-    Tensor ids, positions, labels, mask;  // [s*b] each, sequence-major
-    int64_t seq = 0, batch = 0;
+  struct Chunk {
+    GPTChunkLayout layout;
+    std::vector<nn::TransformerLayer> layers;
   };
-  Inputs prepare(Arena& arena, const Tensor& tokens, const Tensor& loss_mask) const;
-  Tensor forward(Arena& arena, const Inputs& in, const Tensor& key_padding_mask, const nn::DropoutContext& dropout,
-                 Activations& acts) const;
-  LossSum loss(Arena& arena, const Inputs& in, Activations& acts) const;
+  void require_single_chunk(const char* what) const;
 
   train::ModelConfig config_;
   int64_t vocab_size_, padded_vocab_;
   nn::ParameterStore store_;
-  std::unique_ptr<nn::GPTEmbedding> embedding_;
-  std::vector<nn::TransformerLayer> layers_;
-  std::unique_ptr<nn::LayerNorm> final_layernorm_;
+  std::unique_ptr<nn::GPTEmbedding> embedding_;  // on the rank holding the embedding chunk
+  std::unique_ptr<nn::LayerNorm> final_layernorm_;  // on the rank holding the head chunk
+  int output_weight_ = -1;  // the tied word embedding (or its copy on the last stage)
+  std::vector<Chunk> chunks_;
 };
 
 }  // namespace tessera::models
