@@ -90,7 +90,6 @@ int train_main(int argc, char** argv) {
     return 0;
   }
   auto& runtime = tessera::Runtime::get();
-  tessera::train::validate_for_world(config, runtime.world_size());
   if (runtime.world_size() > 1)
     TESSERA_CONFIG_FAIL("tessera-train was started on ", runtime.world_size(),
                         " ranks, but parallel training (data, tensor and pipeline parallelism) is not supported yet; "

@@ -8,6 +8,8 @@
 #include "tessera/models/vocab.h"
 #include "tessera/optim/grad_clip.h"
 #include "tessera/optim/param_groups.h"
+#include "tessera/parallel/forward_backward.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera::train {
 
@@ -25,7 +27,11 @@ Trainer::Trainer(const Config& config, Device device)
                         ", but GPU training is not supported yet (it comes with the CUDA backend issue); set "
                         "training.device = \"cpu\"");
   const auto& t = config_.training;
-  num_micro_batches_ = t.global_batch_size / t.micro_batch_size;  // data-parallel size 1
+  Runtime& runtime = Runtime::init(nullptr, nullptr);
+  validate_for_world(config_, runtime.world_size());
+  context_ = std::make_unique<parallel::ParallelContext>(config_.parallel, runtime.world_size(), runtime.world_rank(),
+                                                         device_);
+  num_micro_batches_ = t.global_batch_size / (t.micro_batch_size * context_->dp_size());
   data_ = build_training_data(config_);
 
   model_ = std::make_unique<models::GPTModel>(config_.model, data_.vocab_size, DType::f32, device_);
@@ -47,10 +53,7 @@ Trainer::Trainer(const Config& config, Device device)
   lr.wsd_decay_style = o.lr_wsd_decay_style;
   schedule_ = std::make_unique<optim::LrSchedule>(lr);
 
-  int64_t s = config_.model.seq_length, b = t.micro_batch_size;
-  tokens_ = Buffer(static_cast<size_t>(b * (s + 1)) * sizeof(int32_t));
-  loss_mask_ = Buffer(static_cast<size_t>(b * s) * sizeof(float));
-
+  int64_t s = config_.model.seq_length;
   // FLOPs per token: 6N + 12 L h s (N = parameters excluding position embeddings; the tied word
   // embedding counts once, as the output layer's GEMM).
   const auto& m = config_.model;
@@ -66,7 +69,8 @@ void Trainer::log_start() const {
   log::info("------------------------ arguments ------------------------");
   log::info(config_.to_toml());
   log::info("-------------------- end of arguments ---------------------");
-  log::info("using world size: 1, data-parallel size: 1, tensor-model-parallel size: ", p.tensor_model_parallel_size,
+  log::info("using world size: ", context_->grid().world_size(), ", data-parallel size: ", context_->dp_size(),
+            ", tensor-model-parallel size: ", p.tensor_model_parallel_size,
             ", pipeline-model-parallel size: ", p.pipeline_model_parallel_size, ", device: ", device_.name());
   log::info("data: ", data_.description);
   models::log_padded_vocab(data_.vocab_size, model_->padded_vocab_size());
@@ -76,33 +80,41 @@ void Trainer::log_start() const {
             "N = parameters without position embeddings)");
 }
 
-void Trainer::load_micro_batch(const data::SampleSource& source, int64_t first_index, int64_t count) {
-  int64_t s = config_.model.seq_length;
-  auto* tokens = static_cast<int32_t*>(tokens_.data());
-  auto* mask = static_cast<float*>(loss_mask_.data());
-  for (int64_t j = 0; j < count; ++j)
-    source.sample(first_index + j, std::span<int32_t>(tokens + j * (s + 1), static_cast<size_t>(s + 1)),
+void Trainer::load_samples(const data::SampleSource& source, int64_t first_index, const Tensor& tokens,
+                           const Tensor& loss_mask) const {
+  int64_t b = tokens.dim(0), s = config_.model.seq_length;
+  auto* tok = tokens.data_as<int32_t>();
+  auto* mask = loss_mask.data_as<float>();
+  for (int64_t j = 0; j < b; ++j)
+    source.sample(first_index + j, std::span<int32_t>(tok + j * (s + 1), static_cast<size_t>(s + 1)),
                   std::span<float>(mask + j * s, static_cast<size_t>(s)));
 }
 
 double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) {
   const auto& t = config_.training;
-  int64_t b = t.micro_batch_size, s = config_.model.seq_length;
-  Tensor tokens = tokens_.as_tensor(DType::i32, {b, s + 1});
-  Tensor mask = loss_mask_.as_tensor(DType::f32, {b, s});
+  int64_t b = t.micro_batch_size;
   auto& params = model_->parameters();
   params.zero_grads();
-  double loss_total = 0;
-  for (int64_t m = 0; m < num_micro_batches_; ++m) {
-    int64_t first = consumed_samples_ + m * b;
-    load_micro_batch(*data_.train, first, b);
-    nn::DropoutContext dropout{static_cast<uint64_t>(t.seed),
-                               mix_stream(static_cast<uint64_t>(iteration), static_cast<uint64_t>(first)), true};
-    models::LossSum sum = model_->forward_backward(arena_, tokens, mask, 1.0 / static_cast<double>(num_micro_batches_),
-                                                   dropout);
-    arena_.reset();
-    loss_total += sum.token_count > 0 ? sum.loss_sum / sum.token_count : 0.0;
-  }
+  parallel::ForwardBackwardArgs args;
+  args.model = model_.get();
+  args.context = context_.get();
+  args.num_micro_batches = num_micro_batches_;
+  args.micro_batch_size = b;
+  args.seq_length = config_.model.seq_length;
+  // Megatron's sampler: the step's global batch is consumed_samples + [0, gbs); DP rank r reads the
+  // r-th micro_batch_size slice of each chunk of micro_batch_size * dp samples.
+  int64_t step_start = consumed_samples_, dp = context_->dp_size(), dp_rank = context_->dp_rank();
+  args.load_micro_batch = [&](int64_t m, const Tensor& tokens, const Tensor& mask) {
+    load_samples(*data_.train, step_start + (m * dp + dp_rank) * b, tokens, mask);
+  };
+  args.dropout = [&](int64_t m) {
+    uint64_t first_sample = static_cast<uint64_t>(step_start + (m * dp + dp_rank) * b);
+    return nn::DropoutContext{static_cast<uint64_t>(t.seed), mix_stream(static_cast<uint64_t>(iteration), first_sample),
+                              true};
+  };
+  args.grad_scale = 1.0 / static_cast<double>(num_micro_batches_);
+  parallel::ForwardBackwardResult losses = parallel::forward_backward(args, arena_);
+
   std::vector<Tensor> grads;
   for (const auto& p : params.parameters()) grads.push_back(p.grad);
   grad_norm = optim::finish_grad_norm(optim::local_sum_of_squares(grads));
@@ -113,25 +125,31 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
     optimizer_->step(schedule_->lr(iteration - 1), o.weight_decay, o.adam_beta1, o.adam_beta2, o.adam_eps);
   }
   consumed_samples_ += t.global_batch_size;
-  return loss_total / static_cast<double>(num_micro_batches_);
+  return losses.loss_mean_sum / static_cast<double>(num_micro_batches_);
 }
 
 double Trainer::evaluate() {
   const auto& t = config_.training;
-  int64_t b = t.micro_batch_size, s = config_.model.seq_length;
-  Tensor tokens = tokens_.as_tensor(DType::i32, {b, s + 1});
-  Tensor mask = loss_mask_.as_tensor(DType::f32, {b, s});
+  int64_t b = t.micro_batch_size, dp = context_->dp_size(), dp_rank = context_->dp_rank();
+  parallel::ForwardBackwardArgs args;
+  args.model = model_.get();
+  args.context = context_.get();
+  args.num_micro_batches = num_micro_batches_;
+  args.micro_batch_size = b;
+  args.seq_length = config_.model.seq_length;
+  args.forward_only = true;
+  args.dropout = [](int64_t) { return nn::DropoutContext{}; };
   double loss_total = 0;
   int64_t batches = 0;
   for (int64_t it = 0; it < t.eval_iters; ++it) {
-    for (int64_t m = 0; m < num_micro_batches_; ++m) {
-      load_micro_batch(*data_.valid, eval_consumed_samples_, b);
-      eval_consumed_samples_ += b;
-      models::LossSum sum = model_->forward_loss(arena_, tokens, mask);
-      arena_.reset();
-      loss_total += sum.token_count > 0 ? sum.loss_sum / sum.token_count : 0.0;
-      ++batches;
-    }
+    int64_t start = eval_consumed_samples_;
+    args.load_micro_batch = [&](int64_t m, const Tensor& tokens, const Tensor& mask) {
+      load_samples(*data_.valid, start + (m * dp + dp_rank) * b, tokens, mask);
+    };
+    parallel::ForwardBackwardResult r = parallel::forward_backward(args, arena_);
+    eval_consumed_samples_ += t.global_batch_size;
+    loss_total += r.loss_mean_sum;
+    batches += r.micro_batches;
   }
   return batches ? loss_total / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
 }

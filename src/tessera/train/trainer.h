@@ -8,6 +8,7 @@
 #include "tessera/models/gpt.h"
 #include "tessera/optim/adamw_optimizer.h"
 #include "tessera/optim/lr_schedule.h"
+#include "tessera/parallel/parallel_context.h"
 #include "tessera/train/config.h"
 #include "tessera/train/metrics.h"
 #include "tessera/train/training_data.h"
@@ -30,17 +31,18 @@ class Trainer {
  private:
   double train_step(int64_t iteration, double& grad_norm, bool& skipped);
   double evaluate();
-  void load_micro_batch(const data::SampleSource& source, int64_t first_index, int64_t count);
+  void load_samples(const data::SampleSource& source, int64_t first_index, const Tensor& tokens,
+                    const Tensor& loss_mask) const;
   void log_start() const;
 
   Config config_;
   Device device_;
+  std::unique_ptr<parallel::ParallelContext> context_;
   TrainingData data_;
   std::unique_ptr<models::GPTModel> model_;
   std::unique_ptr<optim::AdamWOptimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   Arena arena_;
-  Buffer tokens_, loss_mask_;  // one micro-batch on the host: i32 [b, s+1], f32 [b, s]
   int64_t num_micro_batches_ = 1;
   int64_t consumed_samples_ = 0;
   int64_t eval_consumed_samples_ = 0;

@@ -1,0 +1,17 @@
+#include "tessera/parallel/parallel_context.h"
+
+namespace tessera::parallel {
+
+ParallelContext::ParallelContext(const train::ParallelConfig& config, int world_size, int rank, Device device)
+    : sequence_parallel_(config.sequence_parallel), device_(device) {
+  ParallelSizes sizes;
+  sizes.tensor_model_parallel_size = static_cast<int>(config.tensor_model_parallel_size);
+  sizes.pipeline_model_parallel_size = static_cast<int>(config.pipeline_model_parallel_size);
+  sizes.expert_model_parallel_size = static_cast<int>(config.expert_model_parallel_size);
+  grid_ = std::make_unique<ProcessGrid>(world_size, rank, sizes);
+  comms_ = std::make_unique<GroupCommunicators>(*grid_, device.is_cpu() ? CommBackend::mpi : CommBackend::nccl, device);
+}
+
+ParallelContext::~ParallelContext() = default;
+
+}  // namespace tessera::parallel
