@@ -24,7 +24,7 @@ std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counter_high, uint64_t
 }
 
 uint64_t stream_id(std::string_view name) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 14695981039346656037ull;  // FNV-1a 64-bit offset basis (0xcbf29ce484222325)
   for (unsigned char ch : name) {
     h ^= ch;
     h *= 1099511628211ull;

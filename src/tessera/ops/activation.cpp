@@ -1,0 +1,32 @@
+// GeLU dispatch: checks devices, dtypes and shapes, then runs the CPU reference (cpu/activation.h).
+#include "tessera/ops/activation.h"
+
+#include "tessera/ops/cpu/activation.h"
+#include "tessera/ops/op_checks.h"
+
+namespace tessera::ops {
+
+void gelu_forward(const Tensor& in, const Tensor& out) {
+  const char* op = "gelu_forward";
+  detail::require_cpu(op, {&in, &out});
+  detail::require_same_shape(op, in, "in", out, "out");
+  detail::require_same_dtype(op, in, "in", out, "out");
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::gelu_forward<T>(in.data_as<T>(), in.numel(), out.data_as<T>());
+  });
+}
+
+void gelu_backward(const Tensor& dout, const Tensor& in, const Tensor& din) {
+  const char* op = "gelu_backward";
+  detail::require_cpu(op, {&dout, &in, &din});
+  detail::require_same_shape(op, in, "in", dout, "dout");
+  detail::require_same_shape(op, in, "in", din, "din");
+  detail::require_same_dtypes(op, in, "in", {{&dout, "dout"}, {&din, "din"}});
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::gelu_backward<T>(dout.data_as<T>(), in.data_as<T>(), in.numel(), din.data_as<T>());
+  });
+}
+
+}  // namespace tessera::ops

@@ -1,0 +1,75 @@
+// Core self-attention dispatch: checks devices, dtypes, shapes and parameters, then runs the CPU
+// reference (cpu/attention.h).
+#include "tessera/ops/attention.h"
+
+#include "tessera/ops/cpu/attention.h"
+#include "tessera/ops/op_checks.h"
+
+namespace tessera::ops {
+
+namespace {
+
+// Validates params and qkv [s, b, (na + 2 ng) hn]; returns the dimensions.
+cpu::AttentionDims attention_dims(const char* op, const Tensor& qkv, const AttentionParams& params) {
+  TESSERA_CHECK(params.num_heads > 0 && params.num_query_groups > 0 && params.head_dim > 0, op,
+                ": num_heads, num_query_groups and head_dim must be positive, got ", params.num_heads, ", ",
+                params.num_query_groups, ", ", params.head_dim);
+  TESSERA_CHECK(params.num_heads % params.num_query_groups == 0, op, ": num_heads (", params.num_heads,
+                ") must be a multiple of num_query_groups (", params.num_query_groups, ")");
+  TESSERA_CHECK(params.dropout >= 0.0 && params.dropout < 1.0, op, ": attention dropout must be in [0, 1), got ",
+                params.dropout);
+  const int64_t width = (params.num_heads + 2 * params.num_query_groups) * params.head_dim;
+  if (qkv.ndim() != 3 || qkv.dim(2) != width)
+    TESSERA_FAIL(op, ": qkv must be [s, b, (num_heads + 2 num_query_groups) head_dim] = [s, b, ", width,
+                 "], got ", qkv.describe());
+  cpu::AttentionDims dims;
+  dims.seq = qkv.dim(0);
+  dims.batch = qkv.dim(1);
+  dims.num_heads = params.num_heads;
+  dims.num_query_groups = params.num_query_groups;
+  dims.head_dim = params.head_dim;
+  return dims;
+}
+
+// out (or dout) [s, b, na hn] and probs [b, na, s, s], both of qkv's dtype; names carry the op.
+void check_out_and_probs(const Tensor& qkv, const cpu::AttentionDims& d, const Tensor& out, const char* out_name,
+                         const Tensor& probs, const char* probs_name) {
+  expect_tensor(out, qkv.dtype(), {d.seq, d.batch, d.num_heads * d.head_dim}, out_name);
+  expect_tensor(probs, qkv.dtype(), {d.batch, d.num_heads, d.seq, d.seq}, probs_name);
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
+                       const RandomStream& dropout_stream, const Tensor& out, const Tensor& probs) {
+  const char* op = "attention_forward";
+  detail::require_cpu(op, {&qkv, &key_padding_mask, &out, &probs});
+  const cpu::AttentionDims d = attention_dims(op, qkv, params);
+  check_out_and_probs(qkv, d, out, "attention_forward: out", probs, "attention_forward: probs");
+  if (key_padding_mask.defined())
+    expect_tensor(key_padding_mask, DType::u8, {d.batch, d.seq}, "attention_forward: key_padding_mask (1 = attend)");
+  detail::visit_f32_or_f64(op, qkv, "qkv", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::attention_forward<T>(qkv.data_as<T>(),
+                              key_padding_mask.defined() ? key_padding_mask.data_as<uint8_t>() : nullptr, d,
+                              params.causal, params.dropout, dropout_stream, out.data_as<T>(), probs.data_as<T>());
+  });
+}
+
+void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, const AttentionParams& params,
+                        const RandomStream& dropout_stream, const Tensor& dqkv) {
+  const char* op = "attention_backward";
+  detail::require_cpu(op, {&dout, &qkv, &probs, &dqkv});
+  const cpu::AttentionDims d = attention_dims(op, qkv, params);
+  check_out_and_probs(qkv, d, dout, "attention_backward: dout", probs, "attention_backward: probs");
+  detail::require_same_shape(op, qkv, "qkv", dqkv, "dqkv");
+  detail::require_same_dtype(op, qkv, "qkv", dqkv, "dqkv");
+  TESSERA_CHECK(dqkv.data() != qkv.data() || qkv.numel() == 0, op, ": dqkv must not alias qkv");
+  detail::visit_f32_or_f64(op, qkv, "qkv", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::attention_backward<T>(dout.data_as<T>(), qkv.data_as<T>(), probs.data_as<T>(), d, params.dropout,
+                               dropout_stream, dqkv.data_as<T>());
+  });
+}
+
+}  // namespace tessera::ops

@@ -1,0 +1,38 @@
+// CPU reference of tanh-approximated GeLU and its derivative (see activation.h).
+#include "tessera/ops/cpu/activation.h"
+
+#include <cmath>
+
+namespace tessera::ops::cpu {
+
+namespace {
+constexpr double kSqrt2OverPi = 0.7978845608028654;  // sqrt(2 / pi)
+constexpr double kCubic = 0.044715;
+}  // namespace
+
+template <typename T>
+void gelu_forward(const T* in, int64_t n, T* out) {
+  const T c = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kCubic);
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = in[i];
+    out[i] = T(0.5) * x * (T(1) + std::tanh(c * (x + a * x * x * x)));
+  }
+}
+
+template <typename T>
+void gelu_backward(const T* dout, const T* in, int64_t n, T* din) {
+  const T c = static_cast<T>(kSqrt2OverPi), a = static_cast<T>(kCubic);
+  for (int64_t i = 0; i < n; ++i) {
+    const T x = in[i];
+    const T t = std::tanh(c * (x + a * x * x * x));
+    const T derivative = T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * c * (T(1) + T(3) * a * x * x);
+    din[i] = dout[i] * derivative;
+  }
+}
+
+template void gelu_forward<float>(const float*, int64_t, float*);
+template void gelu_forward<double>(const double*, int64_t, double*);
+template void gelu_backward<float>(const float*, const float*, int64_t, float*);
+template void gelu_backward<double>(const double*, const double*, int64_t, double*);
+
+}  // namespace tessera::ops::cpu

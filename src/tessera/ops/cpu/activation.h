@@ -1,0 +1,13 @@
+// CPU reference of GeLU with the tanh approximation (GPT-2's gelu_new), on raw arrays (float, double).
+#pragma once
+#include <cstdint>
+
+namespace tessera::ops::cpu {
+
+template <typename T>
+void gelu_forward(const T* in, int64_t n, T* out);
+// din = dout * gelu'(in); din overwritten (may alias dout).
+template <typename T>
+void gelu_backward(const T* dout, const T* in, int64_t n, T* din);
+
+}  // namespace tessera::ops::cpu

@@ -1,0 +1,29 @@
+// CPU reference of core self-attention on raw arrays (float, double): per (batch, head) GEMMs through
+// CBLAS straight on the strided Megatron per-query-group QKV layout (see ops/attention.h).
+#pragma once
+#include <cstdint>
+
+#include "tessera/core/rng.h"
+
+namespace tessera::ops::cpu {
+
+struct AttentionDims {
+  int64_t seq = 0;               // s
+  int64_t batch = 0;             // b
+  int64_t num_heads = 0;         // na
+  int64_t num_query_groups = 0;  // ng, divides na
+  int64_t head_dim = 0;          // hn
+};
+
+// qkv [s, b, (na + 2 ng) hn]; key_padding_mask u8 [b, s] (1 = attend) or null; out [s, b, na hn];
+// probs [b, na, s, s] (softmax before dropout). Attention-probability dropout keeps element i of probs
+// iff dropout_stream.uniform(i) >= dropout.
+template <typename T>
+void attention_forward(const T* qkv, const uint8_t* key_padding_mask, const AttentionDims& dims, bool causal,
+                       double dropout, const RandomStream& dropout_stream, T* out, T* probs);
+// dqkv [s, b, (na + 2 ng) hn] is overwritten.
+template <typename T>
+void attention_backward(const T* dout, const T* qkv, const T* probs, const AttentionDims& dims, double dropout,
+                        const RandomStream& dropout_stream, T* dqkv);
+
+}  // namespace tessera::ops::cpu

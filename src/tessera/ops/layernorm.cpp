@@ -1,0 +1,58 @@
+// LayerNorm dispatch: checks devices, dtypes and shapes, then runs the CPU reference (cpu/layernorm.h).
+#include "tessera/ops/layernorm.h"
+
+#include "tessera/ops/cpu/layernorm.h"
+#include "tessera/ops/op_checks.h"
+
+namespace tessera::ops {
+
+namespace {
+Shape leading_shape(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 1); }
+}  // namespace
+
+void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                       const Tensor& mean, const Tensor& rstd) {
+  const char* op = "layernorm_forward";
+  detail::require_cpu(op, {&in, &weight, &bias, &out, &mean, &rstd});
+  TESSERA_CHECK(weight.ndim() == 1, op, ": weight must be [hidden], got ", weight.describe());
+  TESSERA_CHECK(eps >= 0.0, op, ": eps must be >= 0, got ", eps);
+  const int64_t hidden = weight.dim(0);
+  const int64_t rows = detail::rows_with_last_dim(op, in, hidden, "in");
+  detail::require_same_shape(op, weight, "weight", bias, "bias");
+  detail::require_same_shape(op, in, "in", out, "out");
+  detail::require_vector_like(op, mean, rows, leading_shape(in), "mean");
+  detail::require_vector_like(op, rstd, rows, leading_shape(in), "rstd");
+  detail::require_same_dtypes(op, in, "in",
+                              {{&weight, "weight"}, {&bias, "bias"}, {&out, "out"}, {&mean, "mean"}, {&rstd, "rstd"}});
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::layernorm_forward<T>(in.data_as<T>(), weight.data_as<T>(), bias.data_as<T>(), eps, rows, hidden,
+                              out.data_as<T>(), mean.data_as<T>(), rstd.data_as<T>());
+  });
+}
+
+void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias) {
+  const char* op = "layernorm_backward";
+  detail::require_cpu(op, {&dout, &in, &weight, &mean, &rstd, &din, &dweight, &dbias});
+  TESSERA_CHECK(weight.ndim() == 1, op, ": weight must be [hidden], got ", weight.describe());
+  const int64_t hidden = weight.dim(0);
+  const int64_t rows = detail::rows_with_last_dim(op, in, hidden, "in");
+  detail::require_same_shape(op, in, "in", dout, "dout");
+  detail::require_same_shape(op, in, "in", din, "din");
+  detail::require_same_shape(op, weight, "weight", dweight, "dweight");
+  detail::require_same_shape(op, weight, "weight", dbias, "dbias");
+  detail::require_vector_like(op, mean, rows, leading_shape(in), "mean");
+  detail::require_vector_like(op, rstd, rows, leading_shape(in), "rstd");
+  detail::require_same_dtypes(op, in, "in",
+                              {{&dout, "dout"}, {&weight, "weight"}, {&mean, "mean"}, {&rstd, "rstd"}, {&din, "din"},
+                               {&dweight, "dweight"}, {&dbias, "dbias"}});
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::layernorm_backward<T>(dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(), mean.data_as<T>(),
+                               rstd.data_as<T>(), rows, hidden, din.data_as<T>(), dweight.data_as<T>(),
+                               dbias.data_as<T>());
+  });
+}
+
+}  // namespace tessera::ops

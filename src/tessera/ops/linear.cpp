@@ -1,0 +1,90 @@
+// Linear layer and matmul_nt dispatch: checks devices, dtypes and shapes, then runs the CPU reference
+// (cpu/linear.h, GEMMs through CBLAS). Inputs [..., features] are treated as [rows, features].
+#include "tessera/ops/linear.h"
+
+#include "tessera/ops/cpu/linear.h"
+#include "tessera/ops/op_checks.h"
+
+namespace tessera::ops {
+
+namespace {
+// `t` must be `like` with the last dimension replaced by `last`.
+void require_rows_like(const char* op, const Tensor& like, const char* like_name, const Tensor& t, int64_t last,
+                       const char* name) {
+  Shape expected = like.shape();
+  expected.back() = last;
+  if (t.shape() != expected)
+    TESSERA_FAIL(op, ": ", name, " must be ", shape_string(expected), " (the rows of ", like_name, " ",
+                 shape_string(like.shape()), "), got ", t.describe());
+}
+
+template <typename T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() && t.numel() > 0 ? t.data_as<T>() : nullptr;
+}
+}  // namespace
+
+void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  const char* op = "linear_forward";
+  detail::require_cpu(op, {&in, &weight, &bias, &out});
+  TESSERA_CHECK(weight.ndim() == 2, op, ": weight must be [out_features, in_features], got ", weight.describe());
+  const int64_t out_features = weight.dim(0), in_features = weight.dim(1);
+  const int64_t rows = detail::rows_with_last_dim(op, in, in_features, "in");
+  require_rows_like(op, in, "in", out, out_features, "out");
+  detail::require_same_dtypes(op, in, "in", {{&weight, "weight"}, {&out, "out"}});
+  if (bias.defined()) {
+    detail::require_same_dtype(op, in, "in", bias, "bias");
+    if (bias.shape() != Shape{out_features})
+      TESSERA_FAIL(op, ": bias must be [", out_features, "] or undefined, got ", bias.describe());
+  }
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::linear_forward<T>(in.data_as<T>(), weight.data_as<T>(), bias.defined() ? bias.data_as<T>() : nullptr, rows,
+                           in_features, out_features, out.data_as<T>());
+  });
+}
+
+void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& din,
+                     const Tensor& dweight, const Tensor& dbias) {
+  const char* op = "linear_backward";
+  detail::require_cpu(op, {&dout, &in, &weight, &din, &dweight, &dbias});
+  TESSERA_CHECK(weight.ndim() == 2, op, ": weight must be [out_features, in_features], got ", weight.describe());
+  const int64_t out_features = weight.dim(0), in_features = weight.dim(1);
+  const int64_t rows = detail::rows_with_last_dim(op, in, in_features, "in");
+  require_rows_like(op, in, "in", dout, out_features, "dout");
+  detail::require_same_dtypes(op, in, "in", {{&weight, "weight"}, {&dout, "dout"}});
+  if (din.defined()) {
+    detail::require_same_shape(op, in, "in", din, "din");
+    detail::require_same_dtype(op, in, "in", din, "din");
+  }
+  if (dweight.defined()) {
+    detail::require_same_shape(op, weight, "weight", dweight, "dweight");
+    detail::require_same_dtype(op, in, "in", dweight, "dweight");
+  }
+  if (dbias.defined()) {
+    detail::require_same_dtype(op, in, "in", dbias, "dbias");
+    if (dbias.shape() != Shape{out_features})
+      TESSERA_FAIL(op, ": dbias must be [", out_features, "] or undefined, got ", dbias.describe());
+  }
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::linear_backward<T>(dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(), rows, in_features, out_features,
+                            data_or_null<T>(din), data_or_null<T>(dweight), data_or_null<T>(dbias));
+  });
+}
+
+void matmul_nt(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  const char* op = "matmul_nt";
+  detail::require_cpu(op, {&a, &b, &out});
+  TESSERA_CHECK(b.ndim() == 2, op, ": b must be [n, k], got ", b.describe());
+  const int64_t n = b.dim(0), k = b.dim(1);
+  const int64_t m = detail::rows_with_last_dim(op, a, k, "a");
+  if (out.shape() != Shape{m, n}) require_rows_like(op, a, "a", out, n, "out");
+  detail::require_same_dtypes(op, a, "a", {{&b, "b"}, {&out, "out"}});
+  detail::visit_f32_or_f64(op, a, "a", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::matmul_nt<T>(a.data_as<T>(), b.data_as<T>(), m, n, k, out.data_as<T>(), accumulate);
+  });
+}
+
+}  // namespace tessera::ops
