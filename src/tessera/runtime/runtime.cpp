@@ -46,6 +46,7 @@ Runtime& Runtime::get() {
 bool Runtime::initialized() { return g_runtime != nullptr; }
 
 int cuda_visible_device_count();  // runtime/device_cuda.cpp, or 0 without CUDA
+void cuda_set_device(int index);   // runtime/device_cuda.cpp (cudaSetDevice), or an error without CUDA
 
 Device Runtime::select_device(const std::string& request) {
   if (request == "cpu") return Device::cpu();
@@ -64,7 +65,11 @@ Device Runtime::select_device(const std::string& request) {
     }
     return Device::cpu();
   }
-  return Device::cuda(local_rank_ % gpus);
+  // GPU = node-local rank modulo the GPUs this rank sees (one GPU per rank under srun
+  // --gpus-per-task, or all node GPUs shared round-robin under mpirun).
+  Device device = Device::cuda(local_rank_ % gpus);
+  cuda_set_device(device.index);
+  return device;
 }
 
 void Runtime::finalize() {
@@ -86,6 +91,9 @@ void Runtime::abort(int exit_code) {
 
 #ifndef TESSERA_HAVE_CUDA
 int cuda_visible_device_count() { return 0; }
+void cuda_set_device(int index) {
+  TESSERA_FAIL("cannot bind GPU ", index, ": this Tessera was built without CUDA (-DTESSERA_CUDA=OFF)");
+}
 #endif
 
 }  // namespace tessera

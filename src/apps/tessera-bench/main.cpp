@@ -1,0 +1,76 @@
+// tessera-bench: benchmarks of Tessera's building blocks. Sub-commands: comm (collectives).
+#include <boost/program_options.hpp>
+
+#include <iostream>
+
+#include "comm_bench.h"
+#include "tessera/core/error.h"
+#include "tessera/runtime/main_guard.h"
+#include "tessera/runtime/runtime.h"
+
+namespace po = boost::program_options;
+using namespace tessera;
+
+namespace {
+
+int comm_main(const std::vector<std::string>& args) {
+  bench::CommBenchOptions o;
+  po::options_description desc("tessera-bench comm options");
+  desc.add_options()
+      ("help,h", "print this help and exit")
+      ("backend", po::value(&o.backend)->default_value(o.backend), "mpi (host memory) | nccl (device memory)")
+      ("op", po::value(&o.op)->default_value(o.op),
+       "all_reduce | all_gather | reduce_scatter | broadcast | all_to_all")
+      ("dtype", po::value(&o.dtype)->default_value(o.dtype), "f32 | bf16 | f16 | i32 | i64")
+      ("min-bytes", po::value(&o.min_bytes)->default_value(o.min_bytes), "smallest message size (bytes)")
+      ("max-bytes", po::value(&o.max_bytes)->default_value(o.max_bytes), "largest message size (bytes)")
+      ("step-factor", po::value(&o.step_factor)->default_value(o.step_factor), "size multiplier between rows")
+      ("iters", po::value(&o.iters)->default_value(o.iters), "timed iterations per size")
+      ("warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed iterations per size")
+      ("check", po::value(&o.check)->default_value(o.check), "verify the results (true | false)")
+      ("blocking", po::value(&o.blocking)->default_value(o.blocking),
+       "nccl: wait for each operation (true) or enqueue all and wait once (false)")
+      ("raw-nccl", po::value(&o.raw_nccl)->default_value(o.raw_nccl),
+       "nccl: also time the raw NCCL call on the same communicator, enqueue-all then wait (nccl-tests style)")
+      ("timeout", po::value(&o.timeout_seconds)->default_value(o.timeout_seconds),
+       "seconds before a stuck collective becomes an error (0: never)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    TESSERA_CONFIG_FAIL("tessera-bench comm: ", e.what(), " (see tessera-bench comm --help)");
+  }
+  if (vm.count("help")) {
+    if (Runtime::get().world_rank() == 0)
+      std::cout << "usage: mpirun -np N tessera-bench comm [options]\n"
+                << "Prints per message size: time, algorithm bandwidth (bytes / time) and bus bandwidth\n"
+                << "(algbw x nccl-tests' factor: all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n,\n"
+                << "broadcast 1, all_to_all (n-1)/n), and checks the results.\n\n"
+                << desc << "\n";
+    return 0;
+  }
+  return bench::run_comm_bench(o);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return run_main(argc, argv, [](int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    bool rank0 = Runtime::get().world_rank() == 0;
+    if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+      if (rank0)
+        std::cout << "usage: tessera-bench COMMAND [options]\n\ncommands:\n"
+                  << "  comm    collective bandwidth through Tessera's communicators (tessera-bench comm --help)\n\n"
+                  << "options:\n  --help     print this help and exit\n  --version  print the version and exit\n";
+      return args.empty() ? 2 : 0;
+    }
+    if (args[0] == "--version") {
+      if (rank0) std::cout << "tessera-bench " << TESSERA_VERSION << "\n";
+      return 0;
+    }
+    if (args[0] == "comm") return comm_main(std::vector<std::string>(args.begin() + 1, args.end()));
+    TESSERA_CONFIG_FAIL("tessera-bench: unknown command \"", args[0], "\"; allowed: comm (see tessera-bench --help)");
+  });
+}
