@@ -1,5 +1,7 @@
 #include "tessera/parallel/forward_backward.h"
 
+#include "tessera/parallel/pipeline_executor.h"
+
 namespace tessera::parallel {
 
 ForwardBackwardResult forward_backward_no_pipelining(const ForwardBackwardArgs& args, Arena& arena) {
@@ -29,9 +31,11 @@ ForwardBackwardResult forward_backward_no_pipelining(const ForwardBackwardArgs& 
 }
 
 ForwardBackwardResult forward_backward(const ForwardBackwardArgs& args, Arena& arena) {
-  TESSERA_CHECK(args.context == nullptr || args.context->pp_size() == 1,
-                "pipeline schedules are not built yet (pipeline_model_parallel_size > 1)");
-  return forward_backward_no_pipelining(args, arena);
+  if (args.context == nullptr || args.context->pp_size() == 1) return forward_backward_no_pipelining(args, arena);
+  // 1F1B (one chunk per stage) or interleaved 1F1B (several); the activation arenas persist
+  // across steps, one per (micro-batch, chunk) slot that was live at once.
+  static PipelineArenaPool pool;
+  return forward_backward_pipelining(args, pool);
 }
 
 }  // namespace tessera::parallel

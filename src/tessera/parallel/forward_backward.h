@@ -7,6 +7,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/models/gpt.h"
 #include "tessera/parallel/parallel_context.h"
+#include "tessera/parallel/schedule_step.h"
 
 namespace tessera::parallel {
 
@@ -24,6 +25,9 @@ struct ForwardBackwardArgs {
   // Each micro-batch's loss gradient is scaled by this (Megatron: 1 / num_micro_batches, times
   // 1 / data-parallel size when gradients are summed over DP).
   double grad_scale = 1.0;
+  // Pipeline schedules: called after each step a stage executes (forward, backward, a batch of
+  // sends/receives); tests record the order with it.
+  std::function<void(const ScheduleStep&)> on_step;
 };
 
 struct ForwardBackwardResult {
@@ -31,6 +35,11 @@ struct ForwardBackwardResult {
   double loss_sum = 0;           // sum over micro-batches of masked loss sums; last stage only
   double token_count = 0;        // sum over micro-batches of the loss mask; last stage only
   int64_t micro_batches = 0;     // micro-batches whose loss this rank computed
+  // Pipeline schedules: the most micro-batches whose activations this stage held at once (forward
+  // run, backward not yet), and the most bytes of the per-micro-batch activation arenas in use.
+  int64_t peak_in_flight_micro_batches = 0;
+  size_t peak_activation_bytes = 0;
+  size_t activation_arenas = 0;  // arenas in the pool after the step (= most slots live at once)
 };
 
 ForwardBackwardResult forward_backward_no_pipelining(const ForwardBackwardArgs& args, Arena& arena);

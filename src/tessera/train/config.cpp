@@ -207,6 +207,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   p.tensor_model_parallel_size = get<int64_t>(values, "parallel.tensor_model_parallel_size");
   p.pipeline_model_parallel_size = get<int64_t>(values, "parallel.pipeline_model_parallel_size");
   p.num_layers_per_virtual_pipeline_stage = get<int64_t>(values, "parallel.num_layers_per_virtual_pipeline_stage");
+  p.pipeline_layer_split = get<std::string>(values, "parallel.pipeline_layer_split");
   p.sequence_parallel = get<bool>(values, "parallel.sequence_parallel");
   p.expert_model_parallel_size = get<int64_t>(values, "parallel.expert_model_parallel_size");
   p.use_distributed_optimizer = get<bool>(values, "parallel.use_distributed_optimizer");

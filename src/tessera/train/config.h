@@ -24,6 +24,7 @@ struct ModelConfig {
 
 struct ParallelConfig {
   int64_t tensor_model_parallel_size, pipeline_model_parallel_size, num_layers_per_virtual_pipeline_stage;
+  std::string pipeline_layer_split;  // "" or comma-separated layers per stage
   bool sequence_parallel;
   int64_t expert_model_parallel_size;
   bool use_distributed_optimizer;

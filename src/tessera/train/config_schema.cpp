@@ -8,14 +8,9 @@ namespace tessera::train {
 namespace {
 using VT = ValueType;
 using S = std::string;
-constexpr std::string_view kTp = "tensor parallelism (issue: Tensor parallelism and sequence parallelism)";
-constexpr std::string_view kPp = "pipeline parallelism (issue: Pipeline parallelism)";
 constexpr std::string_view kMoe = "mixture of experts";
 constexpr std::string_view kRecompute = "activation recomputation";
 constexpr std::string_view kArch = "BERT, T5 and Llama-style model variants";
-constexpr std::string_view kMixed = "mixed precision (issue: Data parallelism, the distributed optimizer, and mixed precision)";
-constexpr std::string_view kDistOpt = "the distributed optimizer (issue: Data parallelism, the distributed optimizer, and mixed precision)";
-constexpr std::string_view kCkpt = "checkpoints (issue: Checkpoints)";
 }  // namespace
 
 const std::vector<KeySpec>& config_schema() {
@@ -44,14 +39,17 @@ const std::vector<KeySpec>& config_schema() {
       {"model", "num_experts", VT::integer, int64_t{0}, "> 0: mixture of experts", kMoe, {int64_t{0}}},
       {"model", "moe_router_topk", VT::integer, int64_t{2}, "experts per token", kMoe, {int64_t{2}}},
       // [parallel]
-      {"parallel", "tensor_model_parallel_size", VT::integer, int64_t{1}, "TP size", kTp, {int64_t{1}}},
-      {"parallel", "pipeline_model_parallel_size", VT::integer, int64_t{1}, "PP size", kPp, {int64_t{1}}},
-      {"parallel", "num_layers_per_virtual_pipeline_stage", VT::integer, int64_t{0}, "> 0: interleaved 1F1B", kPp,
-       {int64_t{0}}},
-      {"parallel", "sequence_parallel", VT::boolean, false, "sequence parallelism (needs TP > 1)", kTp, {false}},
+      {"parallel", "tensor_model_parallel_size", VT::integer, int64_t{1},
+       "TP size (must divide attention heads, query groups and ffn_hidden_size)"},
+      {"parallel", "pipeline_model_parallel_size", VT::integer, int64_t{1}, "PP size (1F1B schedule)"},
+      {"parallel", "num_layers_per_virtual_pipeline_stage", VT::integer, int64_t{0},
+       "> 0: interleaved 1F1B with num_layers / (PP x this) model chunks per stage"},
+      {"parallel", "pipeline_layer_split", VT::string, S(""),
+       "layers per pipeline stage, e.g. \"3,3,2\" (empty: num_layers / PP each)"},
+      {"parallel", "sequence_parallel", VT::boolean, false,
+       "sequence parallelism: LayerNorm, dropout and residual on seq_length / TP tokens (needs TP > 1)"},
       {"parallel", "expert_model_parallel_size", VT::integer, int64_t{1}, "EP size", kMoe, {int64_t{1}}},
-      {"parallel", "use_distributed_optimizer", VT::boolean, false, "shard optimizer state over DP (ZeRO-1)",
-       kDistOpt, {false}},
+      {"parallel", "use_distributed_optimizer", VT::boolean, false, "shard optimizer state over DP (ZeRO-1)"},
       {"parallel", "recompute_granularity", VT::string, S("none"), "none | selective | full", kRecompute, {S("none")}},
       {"parallel", "recompute_method", VT::string, S("uniform"), "uniform | block", kRecompute, {S("uniform")}},
       {"parallel", "recompute_num_layers", VT::integer, int64_t{1}, "layers per recomputed chunk", kRecompute,
@@ -61,11 +59,16 @@ const std::vector<KeySpec>& config_schema() {
       {"training", "global_batch_size", VT::integer, int64_t{32},
        "sequences per step = micro_batch_size x micro-batches x data-parallel size"},
       {"training", "train_iters", VT::integer, int64_t{1000}, "optimizer steps"},
-      {"training", "precision", VT::string, S("fp32"), "fp32 | bf16 | fp16", kMixed, {S("fp32")}},
+      {"training", "precision", VT::string, S("fp32"), "fp32 | bf16 | fp16", {}, {S("fp32"), S("bf16"), S("fp16")}},
       {"training", "seed", VT::integer, int64_t{1234}, "seed of initialisation, dropout and data order"},
       {"training", "eval_interval", VT::integer, int64_t{100}, "iterations between evaluations (0: never)"},
       {"training", "eval_iters", VT::integer, int64_t{10}, "forward-only batches per evaluation"},
       {"training", "device", VT::string, S("auto"), "auto | cpu | cuda"},
+      {"training", "exit_interval", VT::integer, int64_t{0}, "save and exit when iteration % N == 0 (0: never)"},
+      {"training", "exit_duration_in_mins", VT::integer, int64_t{0},
+       "save and exit after this many minutes on any rank (0: never)"},
+      {"training", "exit_signal_handler", VT::boolean, true,
+       "on SIGTERM / SIGUSR1: finish the iteration, save (checkpoint.save) and exit 0"},
       {"training", "peak_tflops_per_device", VT::floating, 0.0,
        "dense peak TFLOP/s for MFU (0: 989 on CUDA (H100/H200 bf16), no MFU on the CPU)"},
       // [optimizer]
@@ -95,13 +98,14 @@ const std::vector<KeySpec>& config_schema() {
       {"data", "vocab_size", VT::integer, int64_t{0}, "NullTokenizer / mock_data vocabulary size (before padding)"},
       {"data", "data_cache_path", VT::string, S(""), "where index caches go (empty: next to the data)"},
       // [checkpoint]
-      {"checkpoint", "save", VT::string, S(""), "checkpoint directory to write", kCkpt, {S("")}},
-      {"checkpoint", "load", VT::string, S(""), "checkpoint directory to resume from", kCkpt, {S("")}},
-      {"checkpoint", "save_interval", VT::integer, int64_t{0}, "iterations between saves", kCkpt, {int64_t{0}}},
-      {"checkpoint", "no_load_optim", VT::boolean, false, "do not load optimizer state", kCkpt, {false}},
-      {"checkpoint", "no_load_rng", VT::boolean, false, "do not load RNG state", kCkpt, {false}},
-      {"checkpoint", "finetune", VT::boolean, false, "load weights only, reset iteration and optimizer", kCkpt,
-       {false}},
+      {"checkpoint", "save", VT::string, S(""), "checkpoint directory to write (empty: no checkpoints)"},
+      {"checkpoint", "load", VT::string, S(""), "checkpoint directory to resume from (empty: start fresh)"},
+      {"checkpoint", "save_interval", VT::integer, int64_t{0},
+       "iterations between saves (0: only at the end and on exit)"},
+      {"checkpoint", "no_load_optim", VT::boolean, false, "do not load optimizer state"},
+      {"checkpoint", "no_load_rng", VT::boolean, false, "do not load RNG state (the checkpoint's seed)"},
+      {"checkpoint", "finetune", VT::boolean, false, "load weights only, reset iteration and optimizer"},
+      {"checkpoint", "keep_last_n", VT::integer, int64_t{0}, "keep only the newest N checkpoints (0: keep all)"},
       // [logging]
       {"logging", "log_interval", VT::integer, int64_t{10}, "iterations between log lines"},
       {"logging", "metrics_file", VT::string, S(""), "JSON Lines metrics file (empty: none)"},

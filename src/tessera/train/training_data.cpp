@@ -55,7 +55,10 @@ TrainingData build_training_data(const Config& config) {
   gpt.seed = static_cast<uint32_t>(t.seed);
   gpt.split = d.split;
   gpt.cache_dir = d.data_cache_path;
-  auto counts = data::requested_sample_counts(t.train_iters, t.global_batch_size, t.eval_interval, t.eval_iters);
+  // Without periodic evaluation (eval_interval = 0) there is still one evaluation at the end.
+  int64_t eval_interval = t.eval_interval > 0 ? t.eval_interval : t.train_iters;
+  auto counts = data::requested_sample_counts(t.train_iters, t.global_batch_size, eval_interval,
+                                              std::max<int64_t>(t.eval_iters, 1));
   auto splits = data::build_gpt_datasets(data::parse_data_path(data_path_strings(d.data_path)), gpt, counts);
   if (!splits.train) TESSERA_CONFIG_FAIL("data.split = \"", d.split, "\" gives the training split no data");
   result.train = splits.train;

@@ -1,0 +1,95 @@
+#include "tessera/parallel/pipeline_training.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "tessera/core/error.h"
+#include "tessera/core/logging.h"
+#include "tessera/parallel/schedule_check.h"
+#include "tessera/parallel/schedule_interleaved.h"
+
+namespace tessera::parallel {
+
+namespace {
+constexpr const char* kWordEmbedding = "embedding.word_embeddings.weight";
+constexpr const char* kOutputLayer = "output_layer.weight";
+
+// The tied embedding on this rank of the embedding group: the word embedding (first stage) or
+// its copy (last stage).
+int tied_embedding_index(const nn::ParameterStore& store, ParallelContext& context) {
+  int index = store.index_of(context.pp_rank() == 0 ? kWordEmbedding : kOutputLayer);
+  TESSERA_CHECK(index >= 0, "pipeline stage ", context.pp_rank(), " of ", context.pp_size(), " has no ",
+                context.pp_rank() == 0 ? kWordEmbedding : kOutputLayer, " (the tied embedding)");
+  return index;
+}
+}  // namespace
+
+void setup_pipeline_training(models::GPTModel& model, ParallelContext& context, int64_t num_micro_batches) {
+  const int pp = context.pp_size();
+  if (pp == 1) return;
+  const auto& pipeline_groups = context.grid().groups(GroupKind::pipeline);
+  TESSERA_CHECK(!pipeline_groups.empty() && pipeline_groups[0].front() == 0, "the first pipeline group must hold rank 0");
+  log::set_output_rank(pipeline_groups[0].back());  // last stage, tp = dp = 0: where losses are computed
+
+  const int V = model.num_chunks();
+  if (V > 1) check_interleaved_micro_batches(pp, num_micro_batches, pp);
+  verify_pipeline_schedules(pp, V, num_micro_batches, false);
+  verify_pipeline_schedules(pp, V, num_micro_batches, true);
+
+  if (context.grid().in_group(GroupKind::embedding)) {
+    auto& store = model.parameters();
+    context.embedding().broadcast(store.value(tied_embedding_index(store, context)), 0);
+  }
+}
+
+void all_reduce_tied_embedding_grads(models::GPTModel& model, ParallelContext& context) {
+  if (context.pp_size() == 1 || !context.grid().in_group(GroupKind::embedding)) return;
+  auto& store = model.parameters();
+  context.embedding().all_reduce(store.grad(tied_embedding_index(store, context)));
+}
+
+double value_from_last_stage(ParallelContext& context, double value) {
+  if (context.pp_size() == 1) return value;
+  int64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(bits));
+  bits = value_from_last_stage(context, bits);
+  std::memcpy(&value, &bits, sizeof(bits));
+  return value;
+}
+
+int64_t value_from_last_stage(ParallelContext& context, int64_t value) {
+  if (context.pp_size() == 1) return value;
+  Tensor t(&value, DType::i64, {1});
+  context.pipeline().broadcast(t, context.pp_size() - 1);
+  return value;
+}
+
+int64_t pipeline_flops_parameter_count(const nn::ParameterStore& store, ParallelContext& context) {
+  int64_t n = store.numel();
+  if (int i = store.index_of("embedding.position_embeddings.weight"); i >= 0) n -= store.value(i).numel();
+  if (int i = store.index_of(kOutputLayer); i >= 0 && store.index_of(kWordEmbedding) < 0) n -= store.value(i).numel();
+  if (context.pp_size() == 1) return n;
+  Tensor t(&n, DType::i64, {1});
+  context.pipeline().all_reduce(t);
+  return n;
+}
+
+void log_pipeline_activation_memory(ParallelContext& context, const ForwardBackwardResult& measured,
+                                    int64_t num_micro_batches) {
+  const int pp = context.pp_size();
+  std::vector<int64_t> mine = {static_cast<int64_t>(measured.peak_activation_bytes),
+                               measured.peak_in_flight_micro_batches};
+  std::vector<int64_t> all(static_cast<size_t>(2 * pp));
+  if (pp == 1) all = mine;
+  else context.pipeline().all_gather(Tensor(mine.data(), DType::i64, {2}), Tensor(all.data(), DType::i64, {2 * pp}));
+  std::ostringstream line;
+  line.precision(3);
+  line << std::fixed << "peak activation memory per pipeline stage (measured in iteration 1, " << num_micro_batches
+       << " micro-batches):";
+  for (int r = 0; r < pp; ++r)
+    line << (r ? "," : "") << " stage " << r << ": " << static_cast<double>(all[static_cast<size_t>(2 * r)]) / (1 << 20)
+         << " MiB (" << all[static_cast<size_t>(2 * r + 1)] << " micro-batches in flight)";
+  log::info(line.str());
+}
+
+}  // namespace tessera::parallel
