@@ -23,6 +23,8 @@ class RandomStream {
   double uniform_double(uint64_t index) const;
   float normal(uint64_t index) const;        // standard normal (Box-Muller on one Philox block)
   uint64_t below(uint64_t index, uint64_t n) const;  // uniform integer in [0, n)
+  uint64_t seed() const { return seed_; }      // the key (device kernels redraw the same values)
+  uint64_t stream() const { return stream_; }  // the high counter word
 
  private:
   uint64_t seed_;

@@ -2,13 +2,19 @@
 #include "tessera/ops/activation.h"
 
 #include "tessera/ops/cpu/activation.h"
+#include "tessera/ops/half_compute.h"
+#include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
 
 namespace tessera::ops {
 
 void gelu_forward(const Tensor& in, const Tensor& out) {
   const char* op = "gelu_forward";
-  detail::require_cpu(op, {&in, &out});
+  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({in, out}, {false, true}, [&](const std::vector<Tensor>& t) { gelu_forward(t[0], t[1]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&in, &out})) return TESSERA_CUDA_OP(gelu_forward(in, out));
   detail::require_same_shape(op, in, "in", out, "out");
   detail::require_same_dtype(op, in, "in", out, "out");
   detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
@@ -19,7 +25,11 @@ void gelu_forward(const Tensor& in, const Tensor& out) {
 
 void gelu_backward(const Tensor& dout, const Tensor& in, const Tensor& din) {
   const char* op = "gelu_backward";
-  detail::require_cpu(op, {&dout, &in, &din});
+  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({dout, in, din}, {false, false, true}, [&](const std::vector<Tensor>& t) { gelu_backward(t[0], t[1], t[2]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&dout, &in, &din})) return TESSERA_CUDA_OP(gelu_backward(dout, in, din));
   detail::require_same_shape(op, in, "in", dout, "dout");
   detail::require_same_shape(op, in, "in", din, "din");
   detail::require_same_dtypes(op, in, "in", {{&dout, "dout"}, {&din, "din"}});

@@ -3,6 +3,7 @@
 #include "tessera/ops/adamw.h"
 
 #include "tessera/ops/cpu/adamw.h"
+#include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
 
 namespace tessera::ops {
@@ -10,7 +11,7 @@ namespace tessera::ops {
 void adamw_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                   const AdamWParams& params) {
   const char* op = "adamw_update";
-  detail::require_cpu(op, {&param, &grad, &exp_avg, &exp_avg_sq});
+  if (detail::runs_on_cuda(op, {&param, &grad, &exp_avg, &exp_avg_sq})) return TESSERA_CUDA_OP(adamw_update(param, grad, exp_avg, exp_avg_sq, params));
   TESSERA_CHECK(params.step >= 1, op, ": step counts from 1, got ", params.step);
   TESSERA_CHECK(params.beta1 >= 0.0 && params.beta1 < 1.0 && params.beta2 >= 0.0 && params.beta2 < 1.0, op,
                 ": beta1 and beta2 must be in [0, 1), got ", params.beta1, " and ", params.beta2);

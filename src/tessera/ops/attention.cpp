@@ -3,6 +3,8 @@
 #include "tessera/ops/attention.h"
 
 #include "tessera/ops/cpu/attention.h"
+#include "tessera/ops/half_compute.h"
+#include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
 
 namespace tessera::ops {
@@ -43,7 +45,11 @@ void check_out_and_probs(const Tensor& qkv, const cpu::AttentionDims& d, const T
 void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
                        const RandomStream& dropout_stream, const Tensor& out, const Tensor& probs) {
   const char* op = "attention_forward";
-  detail::require_cpu(op, {&qkv, &key_padding_mask, &out, &probs});
+  if (detail::is_half(qkv.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({qkv, key_padding_mask, out, probs}, {false, false, true, true}, [&](const std::vector<Tensor>& t) { attention_forward(t[0], t[1], params, dropout_stream, t[2], t[3]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&qkv, &key_padding_mask, &out, &probs})) return TESSERA_CUDA_OP(attention_forward(qkv, key_padding_mask, params, dropout_stream, out, probs));
   const cpu::AttentionDims d = attention_dims(op, qkv, params);
   check_out_and_probs(qkv, d, out, "attention_forward: out", probs, "attention_forward: probs");
   if (key_padding_mask.defined())
@@ -59,7 +65,11 @@ void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, const AttentionParams& params,
                         const RandomStream& dropout_stream, const Tensor& dqkv) {
   const char* op = "attention_backward";
-  detail::require_cpu(op, {&dout, &qkv, &probs, &dqkv});
+  if (detail::is_half(qkv.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({dout, qkv, probs, dqkv}, {false, false, false, true}, [&](const std::vector<Tensor>& t) { attention_backward(t[0], t[1], t[2], params, dropout_stream, t[3]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&dout, &qkv, &probs, &dqkv})) return TESSERA_CUDA_OP(attention_backward(dout, qkv, probs, params, dropout_stream, dqkv));
   const cpu::AttentionDims d = attention_dims(op, qkv, params);
   check_out_and_probs(qkv, d, dout, "attention_backward: dout", probs, "attention_backward: probs");
   detail::require_same_shape(op, qkv, "qkv", dqkv, "dqkv");

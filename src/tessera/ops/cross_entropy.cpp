@@ -3,6 +3,8 @@
 #include "tessera/ops/cross_entropy.h"
 
 #include "tessera/ops/cpu/cross_entropy.h"
+#include "tessera/ops/half_compute.h"
+#include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
 
 namespace tessera::ops {
@@ -25,7 +27,11 @@ int64_t check_logits_and_targets(const char* op, const Tensor& logits, const Ten
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t valid_vocab, const Tensor& losses,
                            const Tensor& log_sum_exp) {
   const char* op = "cross_entropy_forward";
-  detail::require_cpu(op, {&logits, &targets, &losses, &log_sum_exp});
+  if (detail::is_half(logits.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({logits, targets, losses, log_sum_exp}, {false, false, true, true}, [&](const std::vector<Tensor>& t) { cross_entropy_forward(t[0], t[1], valid_vocab, t[2], t[3]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&logits, &targets, &losses, &log_sum_exp})) return TESSERA_CUDA_OP(cross_entropy_forward(logits, targets, valid_vocab, losses, log_sum_exp));
   const int64_t n = check_logits_and_targets(op, logits, targets, valid_vocab);
   const Shape leading(logits.shape().begin(), logits.shape().end() - 1);
   detail::require_vector_like(op, losses, n, leading, "losses");
@@ -41,7 +47,11 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& log_sum_exp,
                             const Tensor& dlosses, int64_t valid_vocab, const Tensor& dlogits) {
   const char* op = "cross_entropy_backward";
-  detail::require_cpu(op, {&logits, &targets, &log_sum_exp, &dlosses, &dlogits});
+  if (detail::is_half(logits.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({logits, targets, log_sum_exp, dlosses, dlogits}, {false, false, false, false, true}, [&](const std::vector<Tensor>& t) { cross_entropy_backward(t[0], t[1], t[2], t[3], valid_vocab, t[4]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&logits, &targets, &log_sum_exp, &dlosses, &dlogits})) return TESSERA_CUDA_OP(cross_entropy_backward(logits, targets, log_sum_exp, dlosses, valid_vocab, dlogits));
   const int64_t n = check_logits_and_targets(op, logits, targets, valid_vocab);
   const Shape leading(logits.shape().begin(), logits.shape().end() - 1);
   detail::require_vector_like(op, log_sum_exp, n, leading, "log_sum_exp");

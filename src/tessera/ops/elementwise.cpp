@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tessera/ops/cpu/elementwise.h"
+#include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
 
 namespace tessera::ops {
@@ -27,7 +28,7 @@ void visit_float(const char* op, const Tensor& t, const char* name, F&& f) {
 
 void add(const Tensor& a, const Tensor& b, const Tensor& out) {
   const char* op = "add";
-  detail::require_cpu(op, {&a, &b, &out});
+  if (detail::runs_on_cuda(op, {&a, &b, &out})) return TESSERA_CUDA_OP(add(a, b, out));
   detail::require_same_shape(op, a, "a", b, "b");
   detail::require_same_shape(op, a, "a", out, "out");
   detail::require_same_dtypes(op, a, "a", {{&b, "b"}, {&out, "out"}});
@@ -39,7 +40,7 @@ void add(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 void add_inplace(const Tensor& dst, const Tensor& src) {
   const char* op = "add_inplace";
-  detail::require_cpu(op, {&dst, &src});
+  if (detail::runs_on_cuda(op, {&dst, &src})) return TESSERA_CUDA_OP(add_inplace(dst, src));
   detail::require_same_shape(op, dst, "dst", src, "src");
   detail::require_same_dtype(op, dst, "dst", src, "src");
   visit_float(op, dst, "dst", [&](auto tag) {
@@ -50,7 +51,7 @@ void add_inplace(const Tensor& dst, const Tensor& src) {
 
 void scale_inplace(const Tensor& dst, double factor) {
   const char* op = "scale_inplace";
-  detail::require_cpu(op, {&dst});
+  if (detail::runs_on_cuda(op, {&dst})) return TESSERA_CUDA_OP(scale_inplace(dst, factor));
   visit_float(op, dst, "dst", [&](auto tag) {
     using T = decltype(tag);
     cpu::scale_inplace<T>(dst.data_as<T>(), dst.numel(), factor);
@@ -59,7 +60,7 @@ void scale_inplace(const Tensor& dst, double factor) {
 
 void fill(const Tensor& dst, double value) {
   const char* op = "fill";
-  detail::require_cpu(op, {&dst});
+  if (detail::runs_on_cuda(op, {&dst})) return TESSERA_CUDA_OP(fill(dst, value));
   switch (dst.dtype()) {
     case DType::i32: cpu::fill<int32_t>(dst.data_as<int32_t>(), dst.numel(), value); return;
     case DType::i64: cpu::fill<int64_t>(dst.data_as<int64_t>(), dst.numel(), value); return;
@@ -75,6 +76,7 @@ void fill(const Tensor& dst, double value) {
 
 void copy(const Tensor& src, const Tensor& dst) {
   const char* op = "copy";
+  if (src.device().is_cuda() || dst.device().is_cuda()) return TESSERA_CUDA_OP(copy(src, dst));  // also host <-> device
   detail::require_cpu(op, {&src, &dst});
   detail::require_same_shape(op, src, "src", dst, "dst");
   if (src.dtype() == dst.dtype()) {
@@ -92,6 +94,9 @@ void copy(const Tensor& src, const Tensor& dst) {
 
 double sum_of_squares(const Tensor& t) {
   const char* op = "sum_of_squares";
+#ifdef TESSERA_HAVE_CUDA
+  if (detail::runs_on_cuda(op, {&t})) return cuda::sum_of_squares(t);
+#endif
   detail::require_cpu(op, {&t});
   double result = 0.0;
   visit_float(op, t, "t", [&](auto tag) {

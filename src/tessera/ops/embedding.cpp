@@ -2,6 +2,8 @@
 #include "tessera/ops/embedding.h"
 
 #include "tessera/ops/cpu/embedding.h"
+#include "tessera/ops/half_compute.h"
+#include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
 
 namespace tessera::ops {
@@ -20,7 +22,11 @@ void check_rows_tensor(const char* op, const Tensor& ids, const Tensor& rows, in
 
 void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) {
   const char* op = "embedding_forward";
-  detail::require_cpu(op, {&ids, &table, &out});
+  if (detail::is_half(table.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({ids, table, out}, {false, false, true}, [&](const std::vector<Tensor>& t) { embedding_forward(t[0], t[1], t[2]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&ids, &table, &out})) return TESSERA_CUDA_OP(embedding_forward(ids, table, out));
   detail::require_dtype(op, ids, DType::i32, "ids");
   TESSERA_CHECK(table.ndim() == 2, op, ": table must be [vocab, hidden], got ", table.describe());
   detail::require_same_dtype(op, table, "table", out, "out");
@@ -34,7 +40,11 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable) {
   const char* op = "embedding_backward";
-  detail::require_cpu(op, {&ids, &dout, &dtable});
+  if (detail::is_half(dout.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({ids, dout, dtable}, {false, false, true}, [&](const std::vector<Tensor>& t) { embedding_backward(t[0], t[1], t[2]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&ids, &dout, &dtable})) return TESSERA_CUDA_OP(embedding_backward(ids, dout, dtable));
   detail::require_dtype(op, ids, DType::i32, "ids");
   TESSERA_CHECK(dtable.ndim() == 2, op, ": dtable must be [vocab, hidden], got ", dtable.describe());
   detail::require_same_dtype(op, dtable, "dtable", dout, "dout");

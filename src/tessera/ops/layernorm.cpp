@@ -2,6 +2,8 @@
 #include "tessera/ops/layernorm.h"
 
 #include "tessera/ops/cpu/layernorm.h"
+#include "tessera/ops/half_compute.h"
+#include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
 
 namespace tessera::ops {
@@ -13,7 +15,11 @@ Shape leading_shape(const Tensor& t) { return Shape(t.shape().begin(), t.shape()
 void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                        const Tensor& mean, const Tensor& rstd) {
   const char* op = "layernorm_forward";
-  detail::require_cpu(op, {&in, &weight, &bias, &out, &mean, &rstd});
+  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({in, weight, bias, out, mean, rstd}, {false, false, false, true, true, true}, [&](const std::vector<Tensor>& t) { layernorm_forward(t[0], t[1], t[2], eps, t[3], t[4], t[5]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&in, &weight, &bias, &out, &mean, &rstd})) return TESSERA_CUDA_OP(layernorm_forward(in, weight, bias, eps, out, mean, rstd));
   TESSERA_CHECK(weight.ndim() == 1, op, ": weight must be [hidden], got ", weight.describe());
   TESSERA_CHECK(eps >= 0.0, op, ": eps must be >= 0, got ", eps);
   const int64_t hidden = weight.dim(0);
@@ -34,7 +40,11 @@ void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bia
 void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias) {
   const char* op = "layernorm_backward";
-  detail::require_cpu(op, {&dout, &in, &weight, &mean, &rstd, &din, &dweight, &dbias});
+  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({dout, in, weight, mean, rstd, din, dweight, dbias}, {false, false, false, false, false, true, true, true}, [&](const std::vector<Tensor>& t) { layernorm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&dout, &in, &weight, &mean, &rstd, &din, &dweight, &dbias})) return TESSERA_CUDA_OP(layernorm_backward(dout, in, weight, mean, rstd, din, dweight, dbias));
   TESSERA_CHECK(weight.ndim() == 1, op, ": weight must be [hidden], got ", weight.describe());
   const int64_t hidden = weight.dim(0);
   const int64_t rows = detail::rows_with_last_dim(op, in, hidden, "in");

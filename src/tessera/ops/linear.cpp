@@ -3,6 +3,8 @@
 #include "tessera/ops/linear.h"
 
 #include "tessera/ops/cpu/linear.h"
+#include "tessera/ops/half_compute.h"
+#include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
 
 namespace tessera::ops {
@@ -26,7 +28,11 @@ T* data_or_null(const Tensor& t) {
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& out) {
   const char* op = "linear_forward";
-  detail::require_cpu(op, {&in, &weight, &bias, &out});
+  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({in, weight, bias, out}, {false, false, false, true}, [&](const std::vector<Tensor>& t) { linear_forward(t[0], t[1], t[2], t[3]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&in, &weight, &bias, &out})) return TESSERA_CUDA_OP(linear_forward(in, weight, bias, out));
   TESSERA_CHECK(weight.ndim() == 2, op, ": weight must be [out_features, in_features], got ", weight.describe());
   const int64_t out_features = weight.dim(0), in_features = weight.dim(1);
   const int64_t rows = detail::rows_with_last_dim(op, in, in_features, "in");
@@ -47,7 +53,11 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
 void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& din,
                      const Tensor& dweight, const Tensor& dbias) {
   const char* op = "linear_backward";
-  detail::require_cpu(op, {&dout, &in, &weight, &din, &dweight, &dbias});
+  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({dout, in, weight, din, dweight, dbias}, {false, false, false, true, true, true}, [&](const std::vector<Tensor>& t) { linear_backward(t[0], t[1], t[2], t[3], t[4], t[5]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&dout, &in, &weight, &din, &dweight, &dbias})) return TESSERA_CUDA_OP(linear_backward(dout, in, weight, din, dweight, dbias));
   TESSERA_CHECK(weight.ndim() == 2, op, ": weight must be [out_features, in_features], got ", weight.describe());
   const int64_t out_features = weight.dim(0), in_features = weight.dim(1);
   const int64_t rows = detail::rows_with_last_dim(op, in, in_features, "in");
@@ -75,7 +85,11 @@ void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight,
 
 void matmul_nt(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const char* op = "matmul_nt";
-  detail::require_cpu(op, {&a, &b, &out});
+  if (detail::is_half(a.dtype())) {  // bf16 / f16 storage, f32 compute
+    detail::compute_in_f32({a, b, out}, {false, false, true}, [&](const std::vector<Tensor>& t) { matmul_nt(t[0], t[1], t[2], accumulate); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&a, &b, &out})) return TESSERA_CUDA_OP(matmul_nt(a, b, out, accumulate));
   TESSERA_CHECK(b.ndim() == 2, op, ": b must be [n, k], got ", b.describe());
   const int64_t n = b.dim(0), k = b.dim(1);
   const int64_t m = detail::rows_with_last_dim(op, a, k, "a");

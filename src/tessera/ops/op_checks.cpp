@@ -14,6 +14,21 @@ void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
   }
 }
 
+bool runs_on_cuda(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (t == nullptr || !t->defined() || t->data() == nullptr) continue;
+    if (first && !(first->device() == t->device()))
+      TESSERA_FAIL(op, ": tensors on different devices: ", first->describe(), " and ", t->describe());
+    if (!first) first = t;
+  }
+  if (!first || first->device().is_cpu()) return false;
+#ifndef TESSERA_HAVE_CUDA
+  TESSERA_FAIL("no CUDA kernel for ", op, ": this build has no CUDA backend (got ", first->describe(), ")");
+#endif
+  return true;
+}
+
 void require_f32_or_f64(const char* op, const Tensor& t, const char* name) {
   if (t.dtype() != DType::f32 && t.dtype() != DType::f64)
     TESSERA_FAIL(op, ": ", name, " must be f32 or f64 on the CPU, got ", t.describe());

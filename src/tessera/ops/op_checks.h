@@ -11,6 +11,9 @@ namespace tessera::ops::detail {
 // Every defined tensor in `tensors` must live on the CPU; a CUDA tensor fails with
 // "no CUDA kernel for <op> yet", a mix of devices fails naming both.
 void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors);
+// True when the defined tensors live on CUDA (the dispatcher then calls the CUDA op, see
+// cuda_dispatch.h), false when on the CPU; a mix of devices fails, as does CUDA in a CPU-only build.
+bool runs_on_cuda(const char* op, std::initializer_list<const Tensor*> tensors);
 // The CPU reference computes in f32 or f64 only.
 void require_f32_or_f64(const char* op, const Tensor& t, const char* name);
 void require_same_dtype(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name);

@@ -1,0 +1,88 @@
+// Device helpers shared by the kernels: f32/bf16/f16 load-store in fp32, the dtype switch, warp and
+// block reductions, and Philox4x32-10 identical to core/rng.cpp (so GPU dropout masks match the CPU).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/kernels.h"
+#include "tessera/core/dtype.h"
+#include "tessera/runtime/cuda_check.h"
+
+namespace tessera::kernels {
+
+__device__ __forceinline__ float load_f(const float* p) { return *p; }
+__device__ __forceinline__ float load_f(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float load_f(const __half* p) { return __half2float(*p); }
+__device__ __forceinline__ void store_f(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_f(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store_f(__half* p, float v) { *p = __float2half_rn(v); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide sum/max for blockDim.x a multiple of 32 (<= 1024); every thread gets the result.
+template <bool kMax>
+__device__ __forceinline__ float block_reduce(float v) {
+  __shared__ float partial[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  v = kMax ? warp_max(v) : warp_sum(v);
+  __syncthreads();  // partial may still be read from a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  float r = lane < warps ? partial[lane] : (kMax ? -INFINITY : 0.0f);
+  return kMax ? warp_max(r) : warp_sum(r);
+}
+
+// Philox4x32-10 exactly as tessera::philox4x32 (core/rng.cpp); returns word 0.
+__device__ __forceinline__ uint32_t philox_word0(uint64_t key, uint64_t counter_high, uint64_t counter_low) {
+  uint32_t c0 = static_cast<uint32_t>(counter_low), c1 = static_cast<uint32_t>(counter_low >> 32);
+  uint32_t c2 = static_cast<uint32_t>(counter_high), c3 = static_cast<uint32_t>(counter_high >> 32);
+  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
+#pragma unroll
+  for (int round = 0; round < 10; ++round) {
+    const uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    const uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+    c0 = n0, c1 = lo1, c2 = n2, c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c0;
+}
+
+// The CPU keep rule uniform(i) >= p with uniform = (bits >> 8) / 2^24 is exactly
+// (bits >> 8) >= keep_threshold where keep_threshold = ceil(p * 2^24) (see dropout_keep_threshold).
+struct DropoutRule {
+  uint64_t seed, stream, offset;
+  uint32_t keep_threshold;
+  float keep_scale;
+  __device__ __forceinline__ bool keeps(uint64_t i) const {
+    return (philox_word0(seed, stream, offset + i) >> 8) >= keep_threshold;
+  }
+};
+
+// Host side: the rule for DropoutArgs (elementwise.cu).
+DropoutRule make_dropout_rule(const DropoutArgs& d);
+
+}  // namespace tessera::kernels
+
+#define TESSERA_KERNEL_LAUNCH_CHECK() TESSERA_CUDA_CHECK(cudaGetLastError())
+
+// Runs the statement with T bound to the device storage type of a float DType.
+#define TESSERA_DEVICE_FLOAT_SWITCH(dtype, T, ...)                                             \
+  switch (dtype) {                                                                             \
+    case ::tessera::DType::f32: { using T = float; __VA_ARGS__; break; }                       \
+    case ::tessera::DType::bf16: { using T = __nv_bfloat16; __VA_ARGS__; break; }              \
+    case ::tessera::DType::f16: { using T = __half; __VA_ARGS__; break; }                      \
+    default: TESSERA_FAIL("CUDA kernels take f32, bf16 or f16 storage, got ", ::tessera::dtype_name(dtype)); \
+  }

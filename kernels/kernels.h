@@ -1,0 +1,68 @@
+// Launch declarations of the CUDA kernels (kernels/*.cu). Plain pointers, element counts and the
+// storage DType (f32, bf16, f16; statistics and accumulation in fp32); every launch goes on `stream`
+// and is asynchronous. Host-side checks live in src/tessera/ops/cuda/; these trust their arguments.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "tessera/core/dtype.h"
+
+namespace tessera::kernels {
+
+struct DropoutArgs {
+  double p = 0.0;  // in [0, 1); 0 = identity
+  uint64_t seed = 0, stream = 0, offset = 0;
+};
+
+// --- elementwise.cu
+void gelu_forward(DType t, const void* in, const void* bias, int64_t n, int64_t cols, void* out, cudaStream_t s);
+// bias (nullable, [cols]) is added before the GeLU: the fused bias+GeLU of Megatron.
+void gelu_backward(DType t, const void* dout, const void* in, int64_t n, void* din, cudaStream_t s);
+void dropout_apply(DType t, const void* in, int64_t n, const DropoutArgs& d, void* out, cudaStream_t s);
+void add(DType t, const void* a, const void* b, int64_t n, void* out, cudaStream_t s);
+void scale(DType t, void* dst, int64_t n, double factor, cudaStream_t s);
+void fill(DType t, void* dst, int64_t n, double value, cudaStream_t s);  // float and integer dtypes
+void convert(DType src_t, const void* src, DType dst_t, void* dst, int64_t n, cudaStream_t s);
+// *total (device double) += sum x^2 (fp32 per block, double across blocks).
+void sum_of_squares(DType t, const void* x, int64_t n, double* total, cudaStream_t s);
+// dbias[c] += sum_r dout[r, c]; dbias of dtype g (f32 main grad or t).
+void column_sum_accumulate(DType t, const void* dout, int64_t rows, int64_t cols, DType g, void* dbias, cudaStream_t s);
+// AdamW on f32 param/grad/moments; bias corrections precomputed by the caller.
+void adamw(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, float lr, float beta1,
+           float beta2, float eps, float weight_decay, float bias_correction1, float bias_correction2, cudaStream_t s);
+
+// --- embedding.cu (an id outside [0, V) gives a NaN row / no gradient; the host cannot check without a sync)
+void embedding_forward(DType t, const int32_t* ids, int64_t n, const void* table, int64_t vocab, int64_t hidden,
+                       void* out, cudaStream_t s);
+void embedding_backward(DType t, const int32_t* ids, int64_t n, const void* dout, int64_t vocab, int64_t hidden,
+                        DType g, void* dtable, cudaStream_t s);
+
+// --- layernorm.cu: mean/rstd of dtype stat_t (t or f32); weight/bias of dtype t; dweight/dbias of g.
+void layernorm_forward(DType t, const void* in, const void* weight, const void* bias, double eps, int64_t rows,
+                       int64_t hidden, void* out, DType stat_t, void* mean, void* rstd, cudaStream_t s);
+// scratch: layernorm_backward_scratch_floats(hidden) floats of device memory.
+int64_t layernorm_backward_scratch_floats(int64_t hidden);
+void layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
+                        const void* rstd, int64_t rows, int64_t hidden, void* din, DType g, void* dweight, void* dbias,
+                        float* scratch, cudaStream_t s);
+
+// --- softmax.cu: attention softmax on scores [batch, heads, seq, seq] in place (scores already scaled).
+void attention_softmax_forward(DType t, void* scores_to_probs, const uint8_t* key_padding_mask, int64_t batch,
+                               int64_t heads, int64_t seq, bool causal, cudaStream_t s);
+// For one head: dweights [batch, seq, seq] (scratch, contiguous) becomes dscores in place, given probs
+// [batch, heads, seq, seq] of that head; attention dropout redrawn with index = flat probs index.
+void attention_softmax_backward(DType t, void* dweights_to_dscores, const void* probs, int64_t batch, int64_t heads,
+                                int64_t head, int64_t seq, float scale, const DropoutArgs& d, cudaStream_t s);
+// For one head: dropped[b, i, j] = dropout(probs[b, head, i, j]) into a contiguous [batch, seq, seq] buffer.
+void attention_probs_dropout(DType t, const void* probs, int64_t batch, int64_t heads, int64_t head, int64_t seq,
+                             const DropoutArgs& d, void* dropped, cudaStream_t s);
+
+// --- cross_entropy.cu: logits [n, vocab] of t; losses, lse of t (or f32 for loss_t).
+void cross_entropy_forward(DType t, const void* logits, const int32_t* targets, int64_t n, int64_t vocab,
+                           int64_t valid_vocab, DType loss_t, void* losses, void* log_sum_exp, cudaStream_t s);
+void cross_entropy_backward(DType t, const void* logits, const int32_t* targets, DType loss_t, const void* log_sum_exp,
+                            const void* dlosses, int64_t n, int64_t vocab, int64_t valid_vocab, void* dlogits,
+                            cudaStream_t s);
+
+}  // namespace tessera::kernels

@@ -1,0 +1,131 @@
+// LayerNorm forward/backward: one warp per row with fp32 statistics; the backward accumulates the
+// weight/bias gradients per block in shared memory, then across blocks in an fp32 scratch, then adds
+// them into dweight/dbias (f32 main grad or the activation dtype).
+#include <algorithm>
+
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+
+namespace tessera::kernels {
+
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // warps per block
+
+template <typename T, typename S>
+__global__ void layernorm_forward_kernel(const T* in, const T* weight, const T* bias, float eps, int64_t rows,
+                                         int64_t hidden, T* out, S* mean_out, S* rstd_out) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < rows;
+       row += int64_t(gridDim.x) * kRowsPerBlock) {
+    const T* x = in + row * hidden;
+    float sum = 0.0f;
+    for (int64_t j = lane; j < hidden; j += 32) sum += load_f(x + j);
+    const float mean = warp_sum(sum) / static_cast<float>(hidden);
+    float sq = 0.0f;
+    for (int64_t j = lane; j < hidden; j += 32) {
+      const float d = load_f(x + j) - mean;
+      sq += d * d;
+    }
+    const float rstd = rsqrtf(warp_sum(sq) / static_cast<float>(hidden) + eps);
+    T* y = out + row * hidden;
+    for (int64_t j = lane; j < hidden; j += 32)
+      store_f(y + j, (load_f(x + j) - mean) * rstd * load_f(weight + j) + load_f(bias + j));
+    if (lane == 0) {
+      store_f(mean_out + row, mean);
+      store_f(rstd_out + row, rstd);
+    }
+  }
+}
+
+// column_sums: [2 hidden] fp32 (dweight then dbias); shared when kShared, else global scratch directly.
+template <typename T, typename S, bool kShared>
+__global__ void layernorm_backward_kernel(const T* dout, const T* in, const T* weight, const S* mean_in,
+                                          const S* rstd_in, int64_t rows, int64_t hidden, T* din, float* scratch) {
+  extern __shared__ float shared_sums[];
+  float* sums = kShared ? shared_sums : scratch;
+  if (kShared) {
+    for (int64_t j = threadIdx.x; j < 2 * hidden; j += blockDim.x) shared_sums[j] = 0.0f;
+    __syncthreads();
+  }
+  const int lane = threadIdx.x & 31;
+  const float inv_h = 1.0f / static_cast<float>(hidden);
+  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < rows;
+       row += int64_t(gridDim.x) * kRowsPerBlock) {
+    const T* x = in + row * hidden;
+    const T* dy = dout + row * hidden;
+    const float mean = load_f(mean_in + row), rstd = load_f(rstd_in + row);
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (int64_t j = lane; j < hidden; j += 32) {
+      const float g = load_f(dy + j) * load_f(weight + j);
+      sum_g += g;
+      sum_gx += g * (load_f(x + j) - mean) * rstd;
+    }
+    sum_g = warp_sum(sum_g) * inv_h;
+    sum_gx = warp_sum(sum_gx) * inv_h;
+    T* dx = din + row * hidden;
+    for (int64_t j = lane; j < hidden; j += 32) {
+      const float dyj = load_f(dy + j);  // read before din (which may alias dout) is written
+      const float xhat = (load_f(x + j) - mean) * rstd;
+      atomicAdd(sums + j, dyj * xhat);
+      atomicAdd(sums + hidden + j, dyj);
+      store_f(dx + j, rstd * (dyj * load_f(weight + j) - sum_g - xhat * sum_gx));
+    }
+  }
+  if (kShared) {
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < 2 * hidden; j += blockDim.x) atomicAdd(scratch + j, shared_sums[j]);
+  }
+}
+
+template <typename G>
+__global__ void add_column_sums_kernel(const float* scratch, int64_t hidden, G* dweight, G* dbias) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < hidden; j += int64_t(gridDim.x) * blockDim.x) {
+    store_f(dweight + j, load_f(dweight + j) + scratch[j]);
+    store_f(dbias + j, load_f(dbias + j) + scratch[hidden + j]);
+  }
+}
+
+unsigned row_blocks(int64_t rows, int64_t per_sm) {
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 132 * per_sm)));
+}
+
+}  // namespace
+
+void layernorm_forward(DType t, const void* in, const void* weight, const void* bias, double eps, int64_t rows,
+                       int64_t hidden, void* out, DType stat_t, void* mean, void* rstd, cudaStream_t s) {
+  if (rows == 0) return;
+  TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S,
+      layernorm_forward_kernel<T, S><<<row_blocks(rows, 16), 32 * kRowsPerBlock, 0, s>>>(
+          static_cast<const T*>(in), static_cast<const T*>(weight), static_cast<const T*>(bias),
+          static_cast<float>(eps), rows, hidden, static_cast<T*>(out), static_cast<S*>(mean), static_cast<S*>(rstd))));
+  TESSERA_KERNEL_LAUNCH_CHECK();
+}
+
+int64_t layernorm_backward_scratch_floats(int64_t hidden) { return 2 * hidden; }
+
+void layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
+                        const void* rstd, int64_t rows, int64_t hidden, void* din, DType g, void* dweight, void* dbias,
+                        float* scratch, cudaStream_t s) {
+  if (hidden == 0) return;
+  TESSERA_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * 2 * hidden, s));
+  if (rows > 0) {
+    const size_t shared_bytes = sizeof(float) * 2 * hidden;
+    const bool use_shared = shared_bytes <= 48 * 1024;
+    TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S,
+        if (use_shared)
+          layernorm_backward_kernel<T, S, true><<<row_blocks(rows, 2), 32 * kRowsPerBlock, shared_bytes, s>>>(
+              static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
+              static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch);
+        else
+          layernorm_backward_kernel<T, S, false><<<row_blocks(rows, 2), 32 * kRowsPerBlock, 0, s>>>(
+              static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
+              static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch)));
+    TESSERA_KERNEL_LAUNCH_CHECK();
+  }
+  TESSERA_DEVICE_FLOAT_SWITCH(g, G, add_column_sums_kernel<G><<<static_cast<unsigned>((hidden + 255) / 256), 256, 0, s>>>(
+      scratch, hidden, static_cast<G*>(dweight), static_cast<G*>(dbias)));
+  TESSERA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace tessera::kernels

@@ -1,0 +1,53 @@
+// The per-process CUDA context (see cuda_context.h).
+#include "tessera/ops/cuda/cuda_context.h"
+
+#include <cstdio>
+
+#include "tessera/runtime/cuda_check.h"
+
+namespace tessera::ops::cuda {
+
+CudaContext& CudaContext::get() {
+  static CudaContext context;
+  return context;
+}
+
+CudaContext::CudaContext() {
+  TESSERA_CUDA_CHECK(cudaGetDevice(&device_));
+  TESSERA_CUDA_CHECK(cudaStreamCreate(&stream_));  // blocking: ordered with the legacy default stream
+  TESSERA_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  TESSERA_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
+  TESSERA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_scalar_), sizeof(double)));
+  TESSERA_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host_scalar_), sizeof(double)));
+}
+
+CudaContext::~CudaContext() {
+  // At process exit the runtime may already be unloading: release quietly.
+  (void)cudaStreamSynchronize(stream_);
+  for (void* p : scratch_) (void)cudaFree(p);
+  (void)cudaFree(workspace_);
+  (void)cudaFree(device_scalar_);
+  (void)cudaFreeHost(host_scalar_);
+  if (lt_) (void)cublasLtDestroy(lt_);
+  (void)cudaStreamDestroy(stream_);
+}
+
+void* CudaContext::scratch(ScratchSlot slot, size_t bytes) {
+  const int i = static_cast<int>(slot);
+  if (bytes <= scratch_bytes_[i]) return scratch_[i];
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old region may still be in use
+  if (scratch_[i]) TESSERA_CUDA_CHECK(cudaFree(scratch_[i]));
+  scratch_[i] = nullptr;
+  scratch_bytes_[i] = 0;
+  const size_t rounded = (bytes + (size_t(1) << 20) - 1) & ~((size_t(1) << 20) - 1);
+  cudaError_t rc = cudaMalloc(&scratch_[i], rounded);
+  if (rc == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    TESSERA_FAIL("out of GPU memory allocating ", rounded, " bytes of op scratch (slot ", i, ")");
+  }
+  TESSERA_CUDA_CHECK(rc);
+  scratch_bytes_[i] = rounded;
+  return scratch_[i];
+}
+
+}  // namespace tessera::ops::cuda

@@ -1,0 +1,135 @@
+// cuBLASLt GEMM wrapper with a plan cache (see gemm_cuda.h). Row-major C = op(A) op(B) is computed
+// as the column-major C^T = op(B)^T op(A)^T, so A and B swap places in the cuBLASLt call.
+#include "tessera/ops/cuda/gemm_cuda.h"
+
+#include <map>
+#include <tuple>
+
+#include "tessera/ops/cuda/cuda_context.h"
+#include "tessera/runtime/cuda_check.h"
+
+namespace tessera::ops::cuda {
+
+namespace {
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
+    default: TESSERA_FAIL("cuBLASLt GEMM: dtype ", dtype_name(t), " is not supported (f32, bf16, f16)");
+  }
+}
+
+uint32_t pointer_alignment(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment >>= 1;
+  return alignment;
+}
+
+using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int, int, bool, uint32_t, uint32_t, uint32_t, uint32_t>;
+
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  TESSERA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld));
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    TESSERA_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    TESSERA_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                          sizeof(stride)));
+  }
+  return layout;
+}
+
+// Column-major problem: C[m, n] = op(A) op(B).
+Plan build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
+                int64_t batch, int64_t stride_a, int64_t stride_b, int64_t stride_c, DType ab, DType c, bool bias,
+                uint32_t align_a, uint32_t align_b, uint32_t align_c, uint32_t align_bias) {
+  CudaContext& context = CudaContext::get();
+  Plan plan;
+  TESSERA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  if (bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    const cudaDataType_t bias_type = cuda_type(c);
+    TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                        sizeof(bias_type)));
+  }
+  plan.a = make_layout(cuda_type(ab), trans_a ? k : m, trans_a ? m : k, lda, batch, stride_a);
+  plan.b = make_layout(cuda_type(ab), trans_b ? n : k, trans_b ? k : n, ldb, batch, stride_b);
+  plan.c = make_layout(cuda_type(c), m, n, ldc, batch, stride_c);
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const size_t workspace = context.workspace_bytes();
+  TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                            &workspace, sizeof(workspace)));
+  TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                            &align_a, sizeof(align_a)));
+  TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                            &align_b, sizeof(align_b)));
+  TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                            &align_c, sizeof(align_c)));
+  TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                            &align_c, sizeof(align_c)));
+  (void)align_bias;
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(context.lt(), plan.op, plan.a, plan.b, plan.c, plan.c,
+                                                           preference, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  if (rc != CUBLAS_STATUS_SUCCESS || found == 0)
+    TESSERA_FAIL("cuBLASLt found no algorithm for a ", m, "x", n, "x", k, " GEMM (", dtype_name(ab), " -> ",
+                 dtype_name(c), ", batch ", batch, ", status ", static_cast<int>(rc), ")");
+  plan.algo = result.algo;
+  return plan;
+}
+
+}  // namespace
+
+void gemm(const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c, const void* bias) {
+  if (d.m == 0 || d.n == 0 || d.batch == 0) return;
+  CudaContext& context = CudaContext::get();
+  if (d.k == 0) {
+    TESSERA_CHECK(beta == 0.0f || beta == 1.0f, "gemm with k = 0 supports beta 0 or 1 only");
+    TESSERA_CHECK(bias == nullptr, "gemm with k = 0 and a bias is not supported");
+    if (beta == 0.0f)
+      for (int64_t i = 0; i < d.batch; ++i)
+        TESSERA_CUDA_CHECK(cudaMemset2DAsync(static_cast<char*>(c) + i * d.stride_c * dtype_size(d.c_dtype),
+                                             d.ldc * dtype_size(d.c_dtype), 0, d.n * dtype_size(d.c_dtype), d.m,
+                                             context.stream()));
+    return;
+  }
+  // Column-major C^T[n, m] = op(B)^T[n, k] op(A)^T[k, m]: B is the first operand.
+  const PlanKey key{d.trans_b, d.trans_a, d.n, d.m, d.k, d.ldb, d.lda, d.ldc, d.batch, d.stride_b, d.stride_a,
+                    d.stride_c, static_cast<int>(d.ab_dtype), static_cast<int>(d.c_dtype), bias != nullptr,
+                    pointer_alignment(b), pointer_alignment(a), pointer_alignment(c),
+                    bias ? pointer_alignment(bias) : 256u};
+  static std::map<PlanKey, Plan> plans;
+  auto it = plans.find(key);
+  if (it == plans.end())
+    it = plans.emplace(key, build_plan(d.trans_b, d.trans_a, d.n, d.m, d.k, d.ldb, d.lda, d.ldc, d.batch, d.stride_b,
+                                       d.stride_a, d.stride_c, d.ab_dtype, d.c_dtype, bias != nullptr,
+                                       std::get<15>(key), std::get<16>(key), std::get<17>(key), std::get<18>(key)))
+             .first;
+  const Plan& plan = it->second;
+  if (bias)
+    TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  TESSERA_CUBLAS_CHECK(cublasLtMatmul(context.lt(), plan.op, &alpha, b, plan.a, a, plan.b, &beta, c, plan.c, c,
+                                      plan.c, &plan.algo, context.workspace(), context.workspace_bytes(),
+                                      context.stream()));
+}
+
+}  // namespace tessera::ops::cuda

@@ -1,0 +1,24 @@
+// Row-major GEMMs through cuBLASLt: C[M, N] = alpha op(A) op(B) + beta C (+ bias[N] epilogue),
+// optionally strided-batched. A and B share a storage dtype (f32, bf16, f16); C may be that dtype or
+// f32 (the weight-gradient GEMM accumulating into the fp32 main grad with beta = 1). fp32 compute.
+// Plans (descriptors + heuristic algorithm) are cached by shape, dtypes and pointer alignment.
+#pragma once
+#include <cstdint>
+
+#include "tessera/core/dtype.h"
+
+namespace tessera::ops::cuda {
+
+struct GemmDesc {
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;  // row-major leading dimensions (elements)
+  int64_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+  DType ab_dtype = DType::f32, c_dtype = DType::f32;
+};
+
+// bias (nullable): [n] of c_dtype, added to every row.
+void gemm(const GemmDesc& desc, float alpha, const void* a, const void* b, float beta, void* c,
+          const void* bias = nullptr);
+
+}  // namespace tessera::ops::cuda

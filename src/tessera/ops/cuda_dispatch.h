@@ -1,0 +1,12 @@
+// How a dispatcher hands CUDA tensors to the CUDA backend:
+//   if (detail::runs_on_cuda(op, {&a, &b})) return TESSERA_CUDA_OP(name(a, b));
+// In a CPU-only build TESSERA_CUDA_OP never runs (runs_on_cuda fails first) and names no CUDA code.
+#pragma once
+#include "tessera/ops/op_checks.h"
+
+#ifdef TESSERA_HAVE_CUDA
+#include "tessera/ops/cuda/ops_cuda.h"
+#define TESSERA_CUDA_OP(call) ::tessera::ops::cuda::call
+#else
+#define TESSERA_CUDA_OP(call) TESSERA_FAIL("no CUDA backend in this build")
+#endif
