@@ -90,10 +90,8 @@ int train_main(int argc, char** argv) {
     return 0;
   }
   auto& runtime = tessera::Runtime::get();
-  if (runtime.world_size() > 1)
-    TESSERA_CONFIG_FAIL("tessera-train was started on ", runtime.world_size(),
-                        " ranks, but parallel training (data, tensor and pipeline parallelism) is not supported yet; "
-                        "run it on one rank (mpirun -np 1 or directly)");
+  // Data, tensor (+ sequence) and pipeline parallel layouts are supported; the Trainer checks that
+  // the layout fits the world size and the model (validate_for_world, tensor_parallel_view).
   tessera::Device device = runtime.select_device(config.training.device);
   tessera::train::Trainer trainer(config, device);
   trainer.train();

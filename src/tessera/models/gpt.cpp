@@ -6,13 +6,15 @@
 #include "tessera/ops/cross_entropy.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linear.h"
+#include "tessera/parallel/tp_cross_entropy.h"
+#include "tessera/parallel/tp_mappings.h"
 
 namespace tessera::models {
 
 GPTModel::GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType dtype, Device device,
-                   std::vector<GPTChunkLayout> layouts)
-    : config_(config), vocab_size_(vocab_size) {
-  padded_vocab_ = models::padded_vocab_size(vocab_size, config.make_vocab_size_divisible_by);
+                   std::vector<GPTChunkLayout> layouts, const parallel::TensorParallel& tp)
+    : config_(config), tp_(tp), vocab_size_(vocab_size) {
+  padded_vocab_ = models::padded_vocab_size(vocab_size, config.make_vocab_size_divisible_by, tp.size);
   double std = config.init_method_std;
   double output_std = std / std::sqrt(2.0 * static_cast<double>(config.num_layers));
   nn::TransformerLayerShape shape{{config.hidden_size, config.num_attention_heads, config.num_query_groups,
@@ -32,24 +34,25 @@ GPTModel::GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType d
     if (layout.has_embedding) {
       TESSERA_CHECK(c == 0 && !embedding_, "only the first chunk of a rank can hold the embedding");
       embedding_ = std::make_unique<nn::GPTEmbedding>(store_, padded_vocab_, config.max_position_embeddings,
-                                                      config.hidden_size, std, config.hidden_dropout);
+                                                      config.hidden_size, std, config.hidden_dropout, tp);
       output_weight_ = embedding_->word_embeddings();
     }
     Chunk chunk;
     chunk.layout = layout;
     chunk.layers.reserve(static_cast<size_t>(layout.num_layers));
     for (int64_t i = layout.first_layer; i < layout.first_layer + layout.num_layers; ++i)
-      chunk.layers.emplace_back(store_, "decoder.layers." + std::to_string(i), shape);
+      chunk.layers.emplace_back(store_, "decoder.layers." + std::to_string(i), shape, tp);
     chunks_.push_back(std::move(chunk));
     if (layout.has_head) {
       TESSERA_CHECK(c + 1 == layouts.size(), "only the last chunk of a rank can hold the head");
       final_layernorm_ = std::make_unique<nn::LayerNorm>(store_, "decoder.final_layernorm", config.hidden_size,
-                                                         config.layernorm_epsilon);
+                                                         config.layernorm_epsilon, tp.sequence_parallel);
       // Tied output layer: the word embedding itself, or (on a last stage without the embedding) a
       // copy kept equal to it through the embedding group, as Megatron's output_layer.weight.
       if (output_weight_ < 0)
-        output_weight_ = store_.add("output_layer.weight", {padded_vocab_, config.hidden_size}, nn::Init::normal, std,
-                                    true);
+        output_weight_ = store_.add("output_layer.weight", {padded_vocab_ / tp.size, config.hidden_size},
+                                    nn::Init::normal, std, true,
+                                    nn::Sharding::split(0, padded_vocab_, tp.size, tp.rank));
     }
   }
   store_.allocate(dtype, device);
@@ -110,8 +113,11 @@ Tensor GPTModel::forward_chunk(int c, Arena& arena, const GPTInputs& in, const T
   for (size_t i = 0; i < chunk.layers.size(); ++i)
     x = chunk.layers[i].forward(arena, x, in.seq, in.batch, key_padding_mask, dropout, acts.layers[i]);
   if (!chunk.layout.has_head) return x;
-  acts.final_hidden = final_layernorm_->forward(arena, x, acts.final_ln);
-  acts.logits = arena.allocate(store_.dtype(), {in.seq * in.batch, padded_vocab_});
+  Tensor normed = final_layernorm_->forward(arena, x, acts.final_ln);
+  // The output layer is column-parallel over the vocabulary, its output not gathered.
+  acts.final_hidden = tp_.sequence_parallel ? parallel::gather_from_sp_forward(arena, normed, tp_)
+                                            : parallel::copy_to_tp_forward(normed, tp_);
+  acts.logits = arena.allocate(store_.dtype(), {in.seq * in.batch, padded_vocab_ / tp_.size});
   ops::linear_forward(acts.final_hidden, store_.value(output_weight_), Tensor(), acts.logits);
   return acts.logits;
 }
@@ -121,7 +127,8 @@ LossSum GPTModel::chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkAc
   int64_t n = in.seq * in.batch;
   Tensor losses = arena.allocate(store_.dtype(), {n});
   acts.log_sum_exp = arena.allocate(store_.dtype(), {n});
-  ops::cross_entropy_forward(acts.logits, in.labels, vocab_size_, losses, acts.log_sum_exp);
+  parallel::vocab_parallel_cross_entropy_forward(acts.logits, in.labels, tp_.rank * (padded_vocab_ / tp_.size),
+                                                 vocab_size_, tp_, losses, acts.log_sum_exp);
   Tensor losses64 = arena.allocate(DType::f64, {n});
   Tensor mask64 = arena.allocate(DType::f64, {n});
   ops::copy(losses, losses64);
@@ -150,11 +157,15 @@ Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const 
       ops::scale_inplace(dlosses, grad_scale / token_count);
     }
     Tensor dlogits = arena.allocate(store_.dtype(), acts.logits.shape());
-    ops::cross_entropy_backward(acts.logits, in.labels, acts.log_sum_exp, dlosses, vocab_size_, dlogits);
+    parallel::vocab_parallel_cross_entropy_backward(acts.logits, in.labels, acts.log_sum_exp, dlosses,
+                                                    tp_.rank * (padded_vocab_ / tp_.size), vocab_size_, tp_,
+                                                    dlogits);
     Tensor dhidden = arena.allocate(store_.dtype(), acts.final_hidden.shape());
     ops::linear_backward(dlogits, acts.final_hidden, store_.value(output_weight_), dhidden, store_.grad(output_weight_),
                          Tensor());
-    dx = final_layernorm_->backward(arena, dhidden, acts.final_ln);
+    Tensor dnormed = tp_.sequence_parallel ? parallel::gather_from_sp_backward(arena, dhidden, tp_)
+                                           : parallel::copy_to_tp_backward(arena, dhidden, tp_);
+    dx = final_layernorm_->backward(arena, dnormed, acts.final_ln);
   }
   for (size_t i = chunk.layers.size(); i-- > 0;)
     dx = chunk.layers[i].backward(arena, dx, in.seq, in.batch, dropout, acts.layers[i]);
@@ -202,6 +213,7 @@ Tensor GPTModel::forward_logits(Arena& arena, const Tensor& ids, const Tensor& k
   }
   GPTChunkActivations acts;
   Tensor logits = forward_chunk(0, arena, in, Tensor(), key_padding_mask, nn::DropoutContext{}, acts);
+  logits = parallel::gather_from_tp_last_dim_forward(arena, logits, tp_);
   return logits.view({seq, batch, padded_vocab_});
 }
 

@@ -2,6 +2,10 @@
 // LayerNorm, output layer tied to the word embedding, cross entropy over the real vocabulary.
 // A rank holds one or more model chunks (pipeline stages; several with interleaving). Each chunk
 // has explicit forward and backward over one micro-batch; activations live in the caller's arena.
+// Tensor parallel (parallel::TensorParallel, default TP = 1): vocabulary-parallel embedding and
+// output layer (vocabulary padded to make_vocab_size_divisible_by x tp) with vocab-parallel cross
+// entropy, heads and MLP split over TP ranks, and optional sequence parallelism (hidden states
+// between the TP regions hold s*b/tp tokens).
 #pragma once
 #include <memory>
 #include <vector>
@@ -9,6 +13,7 @@
 #include "tessera/nn/gpt_embedding.h"
 #include "tessera/nn/layernorm.h"
 #include "tessera/nn/transformer_layer.h"
+#include "tessera/parallel/tp_group.h"
 #include "tessera/train/config.h"
 
 namespace tessera::models {
@@ -38,27 +43,30 @@ struct GPTChunkActivations {
   Tensor input;  // the hidden state the chunk received (undefined on the embedding chunk)
   std::vector<nn::TransformerLayer::Saved> layers;
   nn::LayerNorm::Saved final_ln;
-  Tensor final_hidden, logits, log_sum_exp;
+  Tensor final_hidden;  // the output layer's input (all-gathered to every token under SP)
+  Tensor logits, log_sum_exp;  // logits: this rank's vocabulary columns [s*b, V'/tp]
 };
 
 class GPTModel {
  public:
   GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType dtype, Device device,
-           std::vector<GPTChunkLayout> chunks = {GPTChunkLayout{}});
+           std::vector<GPTChunkLayout> chunks = {GPTChunkLayout{}}, const parallel::TensorParallel& tp = {});
   void initialize(uint64_t seed) { store_.initialize(seed); }
   nn::ParameterStore& parameters() { return store_; }
   const nn::ParameterStore& parameters() const { return store_; }
   int64_t vocab_size() const { return vocab_size_; }
   int64_t padded_vocab_size() const { return padded_vocab_; }
   const train::ModelConfig& config() const { return config_; }
+  const parallel::TensorParallel& tensor_parallel() const { return tp_; }
   int num_chunks() const { return static_cast<int>(chunks_.size()); }
   const GPTChunkLayout& chunk_layout(int chunk) const { return chunks_.at(chunk).layout; }
 
   // tokens: i32 [b, s+1] (inputs then shifted labels); loss_mask: f32 [b, s].
   GPTInputs prepare(Arena& arena, const Tensor& tokens, const Tensor& loss_mask) const;
 
-  // Chunk forward: input is the previous chunk's output [s*b, h] (undefined for the embedding
-  // chunk). Returns the output hidden state, or, for the head chunk, the logits [s*b, V'].
+  // Chunk forward: input is the previous chunk's output [s*b, h] ([s*b/tp, h] under sequence
+  // parallelism; undefined for the embedding chunk). Returns the output hidden state, or, for the
+  // head chunk, this rank's logits [s*b, V'/tp].
   Tensor forward_chunk(int chunk, Arena& arena, const GPTInputs& in, const Tensor& input, const Tensor& key_padding_mask,
                        const nn::DropoutContext& dropout, GPTChunkActivations& acts) const;
   // Head chunk only: the masked loss sum of the forward just run.
@@ -74,7 +82,7 @@ class GPTModel {
                            const nn::DropoutContext& dropout);
   LossSum forward_loss(Arena& arena, const Tensor& tokens, const Tensor& loss_mask);  // no dropout, no grads
   // ids: i32 [b, s]; key_padding_mask: u8 [b, s] (1 = real token) or undefined; position_ids: i32
-  // [b, s] or undefined (0..s-1). Returns logits [s, b, padded_vocab].
+  // [b, s] or undefined (0..s-1). Returns logits [s, b, padded_vocab] (gathered over TP).
   Tensor forward_logits(Arena& arena, const Tensor& ids, const Tensor& key_padding_mask, const Tensor& position_ids);
 
  private:
@@ -85,6 +93,7 @@ class GPTModel {
   void require_single_chunk(const char* what) const;
 
   train::ModelConfig config_;
+  parallel::TensorParallel tp_;
   int64_t vocab_size_, padded_vocab_;
   nn::ParameterStore store_;
   std::unique_ptr<nn::GPTEmbedding> embedding_;  // on the rank holding the embedding chunk

@@ -4,10 +4,13 @@
 
 namespace tessera::nn {
 
-LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int64_t hidden, double eps)
+LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int64_t hidden, double eps,
+                     bool sequence_parallel)
     : store_(&store), eps_(eps) {
-  weight_ = store.add(name + ".weight", {hidden}, Init::ones, 0.0, false);
-  bias_ = store.add(name + ".bias", {hidden}, Init::zeros, 0.0, false);
+  Sharding replicated;
+  replicated.sequence_parallel = sequence_parallel;
+  weight_ = store.add(name + ".weight", {hidden}, Init::ones, 0.0, false, replicated);
+  bias_ = store.add(name + ".bias", {hidden}, Init::zeros, 0.0, false, replicated);
 }
 
 Tensor LayerNorm::forward(Arena& arena, const Tensor& in, Saved& saved) const {

@@ -1,4 +1,6 @@
 // LayerNorm layer over the hidden axis (weight initialised to 1, bias to 0, no weight decay).
+// Replicated over tensor-parallel ranks; under sequence parallelism it sees s/tp tokens, so its
+// params are flagged sequence_parallel (grads all-reduced over TP).
 #pragma once
 #include <string>
 
@@ -12,7 +14,8 @@ class LayerNorm {
   struct Saved {
     Tensor in, mean, rstd;
   };
-  LayerNorm(ParameterStore& store, const std::string& name, int64_t hidden, double eps);
+  LayerNorm(ParameterStore& store, const std::string& name, int64_t hidden, double eps,
+            bool sequence_parallel = false);
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved) const;  // [n, h] -> [n, h]
   Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
 

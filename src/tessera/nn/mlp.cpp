@@ -5,13 +5,12 @@
 namespace tessera::nn {
 
 MLP::MLP(ParameterStore& store, const std::string& name, int64_t hidden, int64_t ffn_hidden, double init_std,
-         double output_init_std)
-    : fc1_(store, name + ".linear_fc1", hidden, ffn_hidden, true, init_std),
-      fc2_(store, name + ".linear_fc2", ffn_hidden, hidden, true, output_init_std) {}
+         double output_init_std, const parallel::TensorParallel& tp)
+    : fc1_(store, name + ".linear_fc1", hidden, ffn_hidden, true, init_std, tp),
+      fc2_(store, name + ".linear_fc2", ffn_hidden, hidden, true, output_init_std, tp) {}
 
 Tensor MLP::forward(Arena& arena, const Tensor& in, Saved& saved) const {
-  saved.in = in;
-  saved.fc1 = fc1_.forward(arena, in);
+  saved.fc1 = fc1_.forward(arena, in, saved.in);
   saved.activation = arena.allocate(in.dtype(), saved.fc1.shape());
   ops::gelu_forward(saved.fc1, saved.activation);
   return fc2_.forward(arena, saved.activation);

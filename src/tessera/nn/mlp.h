@@ -1,24 +1,25 @@
-// The transformer MLP: linear_fc1 (h -> ffn), tanh GeLU, linear_fc2 (ffn -> h).
+// The transformer MLP: linear_fc1 (h -> ffn, column-parallel), tanh GeLU, linear_fc2 (ffn -> h,
+// row-parallel): the ffn axis is split over tensor-parallel ranks, no communication in between.
 #pragma once
 #include <string>
 
-#include "tessera/nn/linear.h"
+#include "tessera/nn/parallel_linear.h"
 
 namespace tessera::nn {
 
 class MLP {
  public:
   struct Saved {
-    Tensor in, fc1, activation;
+    Tensor in, fc1, activation;  // in: fc1's (all-gathered) input
   };
   MLP(ParameterStore& store, const std::string& name, int64_t hidden, int64_t ffn_hidden, double init_std,
-      double output_init_std);
+      double output_init_std, const parallel::TensorParallel& tp = {});
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved) const;
   Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
 
  private:
-  Linear fc1_;
-  Linear fc2_;
+  ColumnParallelLinear fc1_;
+  RowParallelLinear fc2_;
 };
 
 }  // namespace tessera::nn

@@ -1,7 +1,9 @@
 // ParameterStore: every parameter of a model as a view into one contiguous value buffer, with its
 // gradient a view into one contiguous gradient buffer (Megatron's main_grad), in registration
 // order. Initialisation draws element i of parameter NAME from Philox(seed, stream_id(NAME), i),
-// so the global weights are the same whatever the parallel layout.
+// i the element's index in the *global* (unsplit) tensor, so the global weights are the same
+// whatever the parallel layout. Each parameter records its global shape and how this rank's slice
+// sits in it (split axis and offset): the metadata for gathering and resharding checkpoints.
 #pragma once
 #include <string>
 #include <vector>
@@ -12,9 +14,26 @@ namespace tessera::nn {
 
 enum class Init { normal, zeros, ones };
 
+// How a tensor-parallel rank holds a parameter: replicated (split_axis = -1) or the contiguous
+// slice [split_offset, split_offset + local size) along split_axis of the global tensor.
+struct Sharding {
+  int split_axis = -1;
+  int64_t split_offset = 0;
+  int64_t global_axis_size = 0;  // the global size along split_axis
+  // Replicated, but under sequence parallelism each rank's gradient is a partial sum over its
+  // tokens, so the grads are all-reduced over TP (LayerNorm params, row-parallel biases).
+  bool sequence_parallel = false;
+  // Part `part` of `parts` equal parts of a global axis of size global_size (which parts divides).
+  static Sharding split(int axis, int64_t global_size, int parts, int part);
+};
+
 struct Parameter {
   std::string name;   // "layers.0.self_attention.linear_qkv.weight"
-  Shape shape;
+  Shape shape;          // this rank's (local) shape
+  Shape global_shape;   // the unsplit tensor's shape (== shape when replicated)
+  int split_axis = -1;  // -1: replicated on every tensor-parallel rank
+  int64_t split_offset = 0;  // start of this rank's slice along split_axis, in global elements
+  bool sequence_parallel = false;  // see Sharding::sequence_parallel
   Init init = Init::normal;
   double init_std = 0.02;
   bool weight_decay = true;  // false for biases and norm weights
@@ -26,7 +45,9 @@ struct Parameter {
 class ParameterStore {
  public:
   // Registers a parameter (before allocate()); returns its index.
-  int add(std::string name, Shape shape, Init init, double init_std, bool weight_decay);
+  // shape is the local shape; with a split, the global shape has sharding.global_axis_size there.
+  int add(std::string name, Shape shape, Init init, double init_std, bool weight_decay,
+          const Sharding& sharding = {});
   void allocate(DType dtype, Device device);  // both buffers, zero-filled
   void initialize(uint64_t seed);             // draws every parameter as registered (CPU buffers)
 
@@ -39,7 +60,8 @@ class ParameterStore {
   Tensor all_values() const { return values_.as_tensor(dtype_, {numel_}); }
   Tensor all_grads() const { return grads_.as_tensor(dtype_, {numel_}); }
   void zero_grads();
-  int64_t numel() const { return numel_; }
+  int64_t numel() const { return numel_; }      // elements on this rank
+  int64_t global_numel() const;                  // elements of the unsplit model (this rank's parameters)
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
 

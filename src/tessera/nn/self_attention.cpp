@@ -2,44 +2,61 @@
 
 namespace tessera::nn {
 
+namespace {
+int64_t checked_head_dim(const std::string& name, const AttentionShape& shape, const parallel::TensorParallel& tp) {
+  TESSERA_CHECK(shape.num_query_groups % tp.size == 0, name, ": ", shape.num_query_groups,
+                " query groups not divisible by the tensor-parallel size ", tp.size);
+  return shape.hidden_size / shape.num_heads;
+}
+}  // namespace
+
 SelfAttention::SelfAttention(ParameterStore& store, const std::string& name, const AttentionShape& shape,
-                             double init_std, double output_init_std)
+                             double init_std, double output_init_std, const parallel::TensorParallel& tp)
     : name_(name),
       shape_(shape),
+      tp_(tp),
       qkv_(store, name + ".linear_qkv", shape.hidden_size,
-           (shape.num_heads + 2 * shape.num_query_groups) * (shape.hidden_size / shape.num_heads), true, init_std),
-      proj_(store, name + ".linear_proj", shape.hidden_size, shape.hidden_size, true, output_init_std) {}
+           (shape.num_heads + 2 * shape.num_query_groups) * checked_head_dim(name, shape, tp), true, init_std, tp),
+      proj_(store, name + ".linear_proj", shape.hidden_size, shape.hidden_size, true, output_init_std, tp) {}
 
 ops::AttentionParams SelfAttention::params(const DropoutContext& dropout) const {
   ops::AttentionParams p;
-  p.num_heads = shape_.num_heads;
-  p.num_query_groups = shape_.num_query_groups;
+  p.num_heads = shape_.num_heads / tp_.size;
+  p.num_query_groups = shape_.num_query_groups / tp_.size;
   p.head_dim = shape_.hidden_size / shape_.num_heads;
   p.causal = true;
   p.dropout = dropout.training ? shape_.attention_dropout : 0.0;
   return p;
 }
 
+RandomStream SelfAttention::dropout_stream(const DropoutContext& dropout) const {
+  std::string site = name_ + ".attention_dropout";
+  if (!tp_.enabled()) return dropout.stream(site);
+  // probs' flat index is local to this rank's heads: draw from a per-TP-rank stream instead.
+  return RandomStream(dropout.seed, mix_stream(mix_stream(stream_id(site), dropout.pass_key),
+                                               2718 + static_cast<uint64_t>(tp_.rank)));
+}
+
 Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch,
                               const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved) const {
   auto p = params(dropout);
-  saved.in = in;
-  saved.qkv = qkv_.forward(arena, in);
+  saved.qkv = qkv_.forward(arena, in, saved.in);
   saved.probs = arena.allocate(in.dtype(), {batch, p.num_heads, seq, seq});
   saved.context = arena.allocate(in.dtype(), {seq, batch, p.num_heads * p.head_dim});
-  ops::attention_forward(saved.qkv.view({seq, batch, saved.qkv.dim(1)}), key_padding_mask, p,
-                         dropout.stream(name_ + ".attention_dropout"), saved.context, saved.probs);
-  return proj_.forward(arena, saved.context.view({seq * batch, shape_.hidden_size}));
+  ops::attention_forward(saved.qkv.view({seq, batch, saved.qkv.dim(1)}), key_padding_mask, p, dropout_stream(dropout),
+                         saved.context, saved.probs);
+  return proj_.forward(arena, saved.context.view({seq * batch, p.num_heads * p.head_dim}));
 }
 
 Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch,
                                const DropoutContext& dropout, const Saved& saved) const {
   auto p = params(dropout);
-  Tensor context = saved.context.view({seq * batch, shape_.hidden_size});
+  int64_t local_hidden = p.num_heads * p.head_dim;
+  Tensor context = saved.context.view({seq * batch, local_hidden});
   Tensor dcontext = proj_.backward(arena, dout, context);
   Tensor dqkv = arena.allocate(dout.dtype(), {seq, batch, saved.qkv.dim(1)});
-  ops::attention_backward(dcontext.view({seq, batch, shape_.hidden_size}), saved.qkv.view({seq, batch, saved.qkv.dim(1)}),
-                          saved.probs, p, dropout.stream(name_ + ".attention_dropout"), dqkv);
+  ops::attention_backward(dcontext.view({seq, batch, local_hidden}), saved.qkv.view({seq, batch, saved.qkv.dim(1)}),
+                          saved.probs, p, dropout_stream(dropout), dqkv);
   return qkv_.backward(arena, dqkv.view({seq * batch, saved.qkv.dim(1)}), saved.in);
 }
 

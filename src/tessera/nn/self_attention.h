@@ -1,11 +1,14 @@
 // Self-attention block: fused QKV projection (Megatron's per-query-group layout), core attention
 // (scaled masked softmax, attention dropout) and the output projection. Rows are tokens ordered
-// sequence-major ([s, b] flattened), as everywhere inside the transformer.
+// sequence-major ([s, b] flattened), as everywhere inside the transformer. Tensor parallel: QKV is
+// column-parallel (query groups split contiguously, ng/tp groups and na/tp heads per rank), the
+// output projection row-parallel. With TP > 1, attention-probability dropout draws from a stream
+// keyed by the TP rank (Megatron's model-parallel RNG): statistically right, not TP=1's masks.
 #pragma once
 #include <string>
 
 #include "tessera/nn/dropout_context.h"
-#include "tessera/nn/linear.h"
+#include "tessera/nn/parallel_linear.h"
 #include "tessera/ops/attention.h"
 
 namespace tessera::nn {
@@ -18,11 +21,11 @@ struct AttentionShape {
 class SelfAttention {
  public:
   struct Saved {
-    Tensor in, qkv, probs, context;
+    Tensor in, qkv, probs, context;  // in: the QKV GEMM's (all-gathered) input
   };
   SelfAttention(ParameterStore& store, const std::string& name, const AttentionShape& shape, double init_std,
-                double output_init_std);
-  // in: [s*b, h]; key_padding_mask: u8 [b, s] or undefined.
+                double output_init_std, const parallel::TensorParallel& tp = {});
+  // in: [s*b, h] ([s*b/tp, h] under sequence parallelism, as the output); key_padding_mask: u8 [b, s] or undefined.
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
                  const DropoutContext& dropout, Saved& saved) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
@@ -30,10 +33,12 @@ class SelfAttention {
 
  private:
   ops::AttentionParams params(const DropoutContext& dropout) const;
+  RandomStream dropout_stream(const DropoutContext& dropout) const;
   std::string name_;
   AttentionShape shape_;
-  Linear qkv_;
-  Linear proj_;
+  parallel::TensorParallel tp_;
+  ColumnParallelLinear qkv_;
+  RowParallelLinear proj_;
 };
 
 }  // namespace tessera::nn

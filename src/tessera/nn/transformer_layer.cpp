@@ -5,29 +5,35 @@
 
 namespace tessera::nn {
 
-TransformerLayer::TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape)
+TransformerLayer::TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape,
+                                   const parallel::TensorParallel& tp)
     : name_(name),
       hidden_dropout_(shape.hidden_dropout),
-      ln1_(store, name + ".input_layernorm", shape.attention.hidden_size, shape.layernorm_epsilon),
-      attention_(store, name + ".self_attention", shape.attention, shape.init_std, shape.output_init_std),
-      ln2_(store, name + ".pre_mlp_layernorm", shape.attention.hidden_size, shape.layernorm_epsilon),
+      tp_(tp),
+      ln1_(store, name + ".input_layernorm", shape.attention.hidden_size, shape.layernorm_epsilon,
+           tp.sequence_parallel),
+      attention_(store, name + ".self_attention", shape.attention, shape.init_std, shape.output_init_std, tp),
+      ln2_(store, name + ".pre_mlp_layernorm", shape.attention.hidden_size, shape.layernorm_epsilon,
+           tp.sequence_parallel),
       mlp_(store, name + ".mlp", shape.attention.hidden_size, shape.ffn_hidden_size, shape.init_std,
-           shape.output_init_std) {}
+           shape.output_init_std, tp) {}
 
 namespace {
 // residual + dropout(branch), in place on the branch output.
-Tensor dropout_add(Arena& arena, const Tensor& branch, const Tensor& residual, double p, const RandomStream& stream) {
+// index_offset: the global flat index of the branch's first element (SP: this rank's first token).
+Tensor dropout_add(Arena& arena, const Tensor& branch, const Tensor& residual, double p, const RandomStream& stream,
+                   uint64_t index_offset) {
   Tensor out = arena.allocate(branch.dtype(), branch.shape());
   if (p > 0) {
-    ops::dropout_forward(branch, p, stream, 0, branch);
+    ops::dropout_forward(branch, p, stream, index_offset, branch);
   }
   ops::add(branch, residual, out);
   return out;
 }
-Tensor dropout_grad(Arena& arena, const Tensor& dout, double p, const RandomStream& stream) {
+Tensor dropout_grad(Arena& arena, const Tensor& dout, double p, const RandomStream& stream, uint64_t index_offset) {
   if (p == 0) return dout;
   Tensor d = arena.allocate(dout.dtype(), dout.shape());
-  ops::dropout_backward(dout, p, stream, 0, d);
+  ops::dropout_backward(dout, p, stream, index_offset, d);
   return d;
 }
 }  // namespace
@@ -35,24 +41,26 @@ Tensor dropout_grad(Arena& arena, const Tensor& dout, double p, const RandomStre
 Tensor TransformerLayer::forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch,
                                  const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved) const {
   double p = dropout.training ? hidden_dropout_ : 0.0;
+  auto offset = static_cast<uint64_t>(tp_.first_row(seq * batch) * in.dim(1));
   Tensor x = ln1_.forward(arena, in, saved.ln1);
   Tensor a = attention_.forward(arena, x, seq, batch, key_padding_mask, dropout, saved.attention);
-  Tensor h = dropout_add(arena, a, in, p, dropout.stream(name_ + ".attention_output_dropout"));
+  Tensor h = dropout_add(arena, a, in, p, dropout.stream(name_ + ".attention_output_dropout"), offset);
   Tensor y = ln2_.forward(arena, h, saved.ln2);
   Tensor m = mlp_.forward(arena, y, saved.mlp);
-  return dropout_add(arena, m, h, p, dropout.stream(name_ + ".mlp_output_dropout"));
+  return dropout_add(arena, m, h, p, dropout.stream(name_ + ".mlp_output_dropout"), offset);
 }
 
 Tensor TransformerLayer::backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch,
                                   const DropoutContext& dropout, const Saved& saved) const {
   double p = dropout.training ? hidden_dropout_ : 0.0;
+  auto offset = static_cast<uint64_t>(tp_.first_row(seq * batch) * dout.dim(1));
   // out = h + drop(mlp(ln2(h)))
-  Tensor dm = dropout_grad(arena, dout, p, dropout.stream(name_ + ".mlp_output_dropout"));
+  Tensor dm = dropout_grad(arena, dout, p, dropout.stream(name_ + ".mlp_output_dropout"), offset);
   Tensor dy = mlp_.backward(arena, dm, saved.mlp);
   Tensor dh = ln2_.backward(arena, dy, saved.ln2);
   ops::add_inplace(dh, dout);
   // h = in + drop(attn(ln1(in)))
-  Tensor da = dropout_grad(arena, dh, p, dropout.stream(name_ + ".attention_output_dropout"));
+  Tensor da = dropout_grad(arena, dh, p, dropout.stream(name_ + ".attention_output_dropout"), offset);
   Tensor dx = attention_.backward(arena, da, seq, batch, dropout, saved.attention);
   Tensor din = ln1_.backward(arena, dx, saved.ln1);
   ops::add_inplace(din, dh);

@@ -1,5 +1,8 @@
 // One pre-LN GPT block: x + drop(attn(ln1(x))), then + drop(mlp(ln2(.))). Names follow Megatron
-// core: input_layernorm, self_attention, pre_mlp_layernorm, mlp.
+// core: input_layernorm, self_attention, pre_mlp_layernorm, mlp. Under sequence parallelism the
+// block's input and output hold this rank's s*b/tp tokens and hidden dropout draws each element
+// at its global index (the same masks as TP = 1); without SP the hidden state is replicated and
+// every TP rank draws the same masks.
 #pragma once
 #include <string>
 
@@ -22,7 +25,8 @@ class TransformerLayer {
     SelfAttention::Saved attention;
     MLP::Saved mlp;
   };
-  TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape);
+  TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape,
+                   const parallel::TensorParallel& tp = {});
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
                  const DropoutContext& dropout, Saved& saved) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
@@ -31,6 +35,7 @@ class TransformerLayer {
  private:
   std::string name_;
   double hidden_dropout_;
+  parallel::TensorParallel tp_;
   LayerNorm ln1_;
   SelfAttention attention_;
   LayerNorm ln2_;

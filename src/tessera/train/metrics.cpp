@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/core/error.h"
+#include "tessera/core/logging.h"
 
 namespace tessera::train {
 
@@ -41,7 +42,7 @@ std::string format_eval_line(int64_t iteration, double eval_loss) {
 }
 
 MetricsWriter::MetricsWriter(const std::string& path) {
-  if (path.empty()) return;
+  if (path.empty() || !log::is_output_rank()) return;  // one writer per job: the output rank
   out_.open(path, std::ios::out | std::ios::app);
   if (!out_) TESSERA_CONFIG_FAIL("logging.metrics_file: cannot open '", path, "' for writing");
 }

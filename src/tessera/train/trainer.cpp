@@ -8,7 +8,12 @@
 #include "tessera/models/vocab.h"
 #include "tessera/optim/grad_clip.h"
 #include "tessera/optim/param_groups.h"
+#include "tessera/parallel/data_parallel.h"
 #include "tessera/parallel/forward_backward.h"
+#include "tessera/parallel/pipeline_layout.h"
+#include "tessera/parallel/pipeline_training.h"
+#include "tessera/parallel/tp_grads.h"
+#include "tessera/parallel/tp_report.h"
 #include "tessera/runtime/runtime.h"
 
 namespace tessera::train {
@@ -17,6 +22,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+ckpt::TrainerOptimizer checkpointed(optim::AdamWOptimizer* adamw, optim::DistributedOptimizer* distributed,
+                                    const Config& config, const parallel::ParallelContext& context) {
+  return {adamw, distributed, distributed && config.parallel.use_distributed_optimizer && context.dp_size() > 1};
 }
 }  // namespace
 
@@ -34,13 +43,20 @@ Trainer::Trainer(const Config& config, Device device)
   num_micro_batches_ = t.global_batch_size / (t.micro_batch_size * context_->dp_size());
   data_ = build_training_data(config_);
 
-  model_ = std::make_unique<models::GPTModel>(config_.model, data_.vocab_size, DType::f32, device_);
-  model_->initialize(static_cast<uint64_t>(t.seed));
+  model_ = std::make_unique<models::GPTModel>(config_.model, data_.vocab_size,
+                                                optim::model_param_dtype(t.precision), device_,
+                                                parallel::pipeline_chunk_layouts(config_, context_->pp_size(),
+                                                                                 context_->pp_rank()),
+                                                parallel::tensor_parallel_view(*context_, &config_));
+  if (t.precision == "fp32") model_->initialize(static_cast<uint64_t>(t.seed));
+  else optim::initialize_params_through_f32(model_->parameters(), static_cast<uint64_t>(t.seed));  // bf16 / fp16
+  parallel::setup_pipeline_training(*model_, *context_, num_micro_batches_);
 
+  distributed_optimizer_ = optim::make_training_optimizer(config_, model_->parameters(), *context_);
   std::vector<optim::ParamEntry> entries;
   for (const auto& p : model_->parameters().parameters())
     entries.push_back({p.name, p.value, p.grad, optim::default_weight_decay(p.name, p.shape)});
-  optimizer_ = std::make_unique<optim::AdamWOptimizer>(std::move(entries));
+  if (!distributed_optimizer_) optimizer_ = std::make_unique<optim::AdamWOptimizer>(std::move(entries));
 
   const auto& o = config_.optimizer;
   optim::LrScheduleConfig lr;
@@ -57,11 +73,15 @@ Trainer::Trainer(const Config& config, Device device)
   // FLOPs per token: 6N + 12 L h s (N = parameters excluding position embeddings; the tied word
   // embedding counts once, as the output layer's GEMM).
   const auto& m = config_.model;
-  double n = static_cast<double>(model_->parameters().numel() -
-                                 model_->parameters().find("embedding.position_embeddings.weight").value.numel());
+  double n = static_cast<double>(parallel::pipeline_flops_parameter_count(model_->parameters(), *context_));
   double per_token = 6.0 * n + 12.0 * m.num_layers * m.hidden_size * static_cast<double>(s);
   flops_per_iteration_ = per_token * static_cast<double>(t.global_batch_size * s);
   log_start();
+  checkpoints_ = std::make_unique<ckpt::TrainingCheckpoints>(config_, *context_);
+  resume_ = checkpoints_->load(*model_, checkpointed(optimizer_.get(), distributed_optimizer_.get(), config_, *context_));
+  consumed_samples_ = resume_.consumed_samples;
+  eval_consumed_samples_ = resume_.eval_consumed_samples;
+  config_.training.seed = resume_.seed;  // dropout streams follow the checkpoint's seed unless no_load_rng
 }
 
 void Trainer::log_start() const {
@@ -74,8 +94,7 @@ void Trainer::log_start() const {
             ", pipeline-model-parallel size: ", p.pipeline_model_parallel_size, ", device: ", device_.name());
   log::info("data: ", data_.description);
   models::log_padded_vocab(data_.vocab_size, model_->padded_vocab_size());
-  log::info(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): ",
-            model_->parameters().numel());
+  parallel::log_parameters_per_model_parallel_rank(*context_, model_->parameters());
   log::info(" > FLOPs per iteration: ", flops_per_iteration_, " (convention: 6N + 12*L*h*s per token, ",
             "N = parameters without position embeddings)");
 }
@@ -112,9 +131,28 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
     return nn::DropoutContext{static_cast<uint64_t>(t.seed), mix_stream(static_cast<uint64_t>(iteration), first_sample),
                               true};
   };
-  args.grad_scale = 1.0 / static_cast<double>(num_micro_batches_);
+  // DP averaging happens in the gradient reduction; fp16 losses carry the loss scale.
+  loss_scale_ = distributed_optimizer_ ? distributed_optimizer_->loss_scale() : 1.0;
+  args.grad_scale = loss_scale_ / static_cast<double>(num_micro_batches_);
   parallel::ForwardBackwardResult losses = parallel::forward_backward(args, arena_);
+  // Sequence parallelism: LayerNorm / row-parallel bias / position grads are partial over TP.
+  parallel::all_reduce_sequence_parallel_grads(model_->parameters(), model_->tensor_parallel());
+  // Pipeline: tied-embedding grads summed over first and last stage; the loss comes from the last.
+  parallel::all_reduce_tied_embedding_grads(*model_, *context_);
+  if (context_->pp_size() > 1 && consumed_samples_ == resume_.consumed_samples)
+    parallel::log_pipeline_activation_memory(*context_, losses, num_micro_batches_);
+  losses.loss_mean_sum = parallel::value_from_last_stage(*context_, losses.loss_mean_sum);
 
+  if (distributed_optimizer_) {
+    const auto& o = config_.optimizer;
+    optim::OptimizerStepResult r = distributed_optimizer_->step(schedule_->lr(iteration - 1), o.weight_decay,
+                                                                o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad);
+    grad_norm = r.grad_norm;
+    skipped = r.skipped;
+    consumed_samples_ += t.global_batch_size;
+    return parallel::average_over_data_parallel(
+        context_->data(), losses.loss_mean_sum / static_cast<double>(num_micro_batches_));
+  }
   std::vector<Tensor> grads;
   for (const auto& p : params.parameters()) grads.push_back(p.grad);
   grad_norm = optim::finish_grad_norm(optim::local_sum_of_squares(grads));
@@ -151,7 +189,10 @@ double Trainer::evaluate() {
     loss_total += r.loss_mean_sum;
     batches += r.micro_batches;
   }
-  return batches ? loss_total / static_cast<double>(batches) : std::numeric_limits<double>::quiet_NaN();
+  loss_total = parallel::value_from_last_stage(*context_, loss_total);  // pipeline: losses on the last stage
+  batches = parallel::value_from_last_stage(*context_, batches);
+  if (batches == 0) return std::numeric_limits<double>::quiet_NaN();
+  return parallel::average_over_data_parallel(context_->data(), loss_total / static_cast<double>(batches));
 }
 
 TrainingSummary Trainer::train() {
@@ -162,7 +203,7 @@ TrainingSummary Trainer::train() {
   ProgressBar progress(t.train_iters);
   double peak = config_.training.peak_tflops_per_device;
   if (peak == 0 && device_.is_cuda()) peak = 989.0;
-  int64_t skipped_total = 0, nan_total = 0;
+  int64_t skipped_total = resume_.skipped_iterations, nan_total = resume_.nan_iterations;
   double timed_seconds = 0;
   int64_t timed_iterations = 0;
   auto run_eval = [&](int64_t iteration) {
@@ -176,7 +217,14 @@ TrainingSummary Trainer::train() {
     metrics.write_eval(iteration, eval_loss);
   };
 
-  for (int64_t iteration = 1; iteration <= t.train_iters; ++iteration) {
+  const ckpt::TrainerOptimizer optimizer = checkpointed(optimizer_.get(), distributed_optimizer_.get(), config_, *context_);
+  auto progress_at = [&](int64_t iteration) {
+    return ckpt::TrainingProgress{iteration, consumed_samples_, eval_consumed_samples_, skipped_total, nan_total,
+                                  config_.training.seed};
+  };
+  int64_t last_iteration = resume_.iteration;
+  bool stopped = false;
+  for (int64_t iteration = resume_.iteration + 1; iteration <= t.train_iters; ++iteration) {
     auto start = Clock::now();
     double grad_norm = 0;
     bool skipped = false;
@@ -201,6 +249,7 @@ TrainingSummary Trainer::train() {
       m.learning_rate = schedule_->lr(iteration - 1);
       m.lm_loss = loss;
       m.grad_norm = grad_norm;
+      m.loss_scale = loss_scale_;
       m.tokens_per_second = static_cast<double>(t.global_batch_size * config_.model.seq_length) / seconds;
       m.tflops_per_device = flops_per_iteration_ / seconds / 1e12;
       if (peak > 0) m.mfu = m.tflops_per_device / peak;
@@ -212,8 +261,14 @@ TrainingSummary Trainer::train() {
     }
     progress.update(iteration, seconds);
     if (t.eval_interval > 0 && iteration % t.eval_interval == 0) run_eval(iteration);
+    last_iteration = iteration;
+    if (checkpoints_->after_iteration(progress_at(iteration), *model_, optimizer)) {
+      stopped = true;
+      break;
+    }
   }
-  if (t.eval_interval > 0 && t.train_iters % t.eval_interval != 0) run_eval(t.train_iters);
+  if (!stopped && t.eval_interval > 0 && t.train_iters % t.eval_interval != 0) run_eval(t.train_iters);
+  if (!stopped) checkpoints_->at_end(progress_at(last_iteration), *model_, optimizer);
   progress.clear();
   if (timed_iterations > 0)
     summary.tokens_per_second = static_cast<double>(timed_iterations * t.global_batch_size * config_.model.seq_length) /

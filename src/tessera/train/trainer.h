@@ -5,8 +5,10 @@
 #include <memory>
 #include <vector>
 
+#include "tessera/ckpt/training_checkpoints.h"
 #include "tessera/models/gpt.h"
 #include "tessera/optim/adamw_optimizer.h"
+#include "tessera/optim/distributed_optimizer.h"
 #include "tessera/optim/lr_schedule.h"
 #include "tessera/parallel/parallel_context.h"
 #include "tessera/train/config.h"
@@ -41,12 +43,18 @@ class Trainer {
   TrainingData data_;
   std::unique_ptr<models::GPTModel> model_;
   std::unique_ptr<optim::AdamWOptimizer> optimizer_;
+  // DP / distributed optimizer / mixed precision / model-parallel grad norm (replaces optimizer_).
+  std::unique_ptr<optim::DistributedOptimizer> distributed_optimizer_;
+  double loss_scale_ = 1;  // the scale the last step's loss gradients carried (fp16)
   std::unique_ptr<optim::LrSchedule> schedule_;
   Arena arena_;
   int64_t num_micro_batches_ = 1;
   int64_t consumed_samples_ = 0;
   int64_t eval_consumed_samples_ = 0;
   double flops_per_iteration_ = 0;
+  // Checkpoint load/save/exit (ckpt/training_checkpoints.h) and where training resumes.
+  std::unique_ptr<ckpt::TrainingCheckpoints> checkpoints_;
+  ckpt::TrainingProgress resume_;
 };
 
 }  // namespace tessera::train

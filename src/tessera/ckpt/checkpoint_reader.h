@@ -1,0 +1,73 @@
+// Reading a checkpoint folder written under any TP / PP / DP layout: indexes every shard file's
+// self-describing datasets and reassembles the slice a rank asks for in its own layout (resharding).
+#pragma once
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/ckpt/checkpoint_state.h"
+#include "tessera/ckpt/h5_file.h"
+
+namespace tessera::ckpt {
+
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const std::filesystem::path& folder);  // opens common.h5 and every *.h5 file
+  ~CheckpointReader();
+
+  const std::filesystem::path& folder() const { return folder_; }
+  int64_t iteration() const { return iteration_; }
+  TrainingProgress progress() const { return progress_; }
+  const ShardCoordinates& saved_layout() const { return saved_layout_; }  // tp/pp/ep/dp sizes of the writer
+  bool has_optimizer() const { return has_optimizer_; }
+  // step, loss scale, ... (no slices).
+  OptimizerState optimizer_scalars() const { return optimizer_scalars_; }
+  std::map<std::string, double> scheduler() const;
+  std::map<std::string, std::string> scheduler_names() const;
+  std::string config_toml() const;
+
+  // Model tensors: "param" (the model's values), optimizer state: "exp_avg", "exp_avg_sq", "main_param".
+  bool has(const std::string& kind, const std::string& name) const;
+
+  // Fills target.local (f32, bf16, f16 or f64) with its slice of the saved global tensor `name`
+  // (target.name, or source_name when given: e.g. output_layer.weight from the word embeddings).
+  // Uses the fp32 main parameter when the checkpoint has one. The global shapes must match, except
+  // the vocabulary (padded) rows of embedding / output tensors, which are copied up to the smaller
+  // size and zero-filled beyond.
+  void read_model(const TensorShard& target, const std::string& source_name = "") const;
+
+  // Fills out (f32 [slice.count]) with optimizer state `kind` of the slice's elements.
+  void read_optimizer(const std::string& kind, const OptimizerSlice& slice, const Tensor& out,
+                      const std::string& source_name = "") const;
+
+ private:
+  struct Piece {
+    size_t file = 0;
+    std::string path;  // dataset path in the file
+    Shape global_shape, local_shape;
+    int split_axis = -1;
+    int64_t split_offset = 0, flat_offset = 0, count = 0;
+    DType dtype = DType::f32;
+  };
+  void index_file(size_t file_index, const std::string& file_name);
+  void index_group(size_t file_index, hid_t group, const std::string& path, const std::string& kind);
+  // The whole saved global tensor, as doubles (exact for f32/bf16/f16/f64), and its global shape.
+  std::vector<double> assemble(const std::string& kind, const std::string& name, Shape& global_shape) const;
+  std::vector<double> local_values(const std::string& kind, const std::string& name,
+                                   const TensorShard& target) const;
+
+  std::filesystem::path folder_;
+  std::vector<std::unique_ptr<H5Id>> files_;
+  std::vector<std::string> file_names_;
+  std::map<std::pair<std::string, std::string>, std::vector<Piece>> pieces_;  // (kind, name) -> pieces
+  H5Id common_;
+  int64_t iteration_ = 0;
+  TrainingProgress progress_;
+  ShardCoordinates saved_layout_;
+  bool has_optimizer_ = false;
+  OptimizerState optimizer_scalars_;
+};
+
+}  // namespace tessera::ckpt

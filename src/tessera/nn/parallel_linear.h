@@ -1,0 +1,50 @@
+// Tensor-parallel linear layers (Megatron's ColumnParallelLinear and RowParallelLinear), weight
+// [out, in] as nn::Linear. Column: output features split over TP ranks (weight [out/tp, in], bias
+// [out/tp]); its input enters through f (copy to TP region) or, under sequence parallelism, is
+// all-gathered from s/tp tokens. Row: input features split (weight [out, in/tp]); the partial
+// outputs are all-reduced (or reduce-scattered to s/tp tokens under SP) and the replicated bias
+// [out] is added after the reduction. With TP = 1 both are exactly nn::Linear.
+#pragma once
+#include <string>
+
+#include "tessera/core/buffer.h"
+#include "tessera/nn/parameter_store.h"
+#include "tessera/parallel/tp_group.h"
+
+namespace tessera::nn {
+
+class ColumnParallelLinear {
+ public:
+  ColumnParallelLinear(ParameterStore& store, const std::string& name, int64_t in_features, int64_t out_features,
+                       bool bias, double init_std, const parallel::TensorParallel& tp);
+  // in: [n, in] ([n/tp, in] under SP) -> [n, out/tp]; total_input receives the (gathered) input
+  // that backward needs.
+  Tensor forward(Arena& arena, const Tensor& in, Tensor& total_input) const;
+  // -> d(in), the shape of forward's `in`.
+  Tensor backward(Arena& arena, const Tensor& dout, const Tensor& total_input) const;
+  int64_t local_out_features() const { return local_out_; }
+
+ private:
+  ParameterStore* store_;
+  parallel::TensorParallel tp_;
+  int weight_ = -1, bias_ = -1;
+  int64_t in_features_, local_out_;
+};
+
+class RowParallelLinear {
+ public:
+  RowParallelLinear(ParameterStore& store, const std::string& name, int64_t in_features, int64_t out_features,
+                    bool bias, double init_std, const parallel::TensorParallel& tp);
+  // in: [n, in/tp] -> [n, out] ([n/tp, out] under SP).
+  Tensor forward(Arena& arena, const Tensor& in) const;
+  // dout: forward's output shape; -> d(in) [n, in/tp].
+  Tensor backward(Arena& arena, const Tensor& dout, const Tensor& in) const;
+
+ private:
+  ParameterStore* store_;
+  parallel::TensorParallel tp_;
+  int weight_ = -1, bias_ = -1;
+  int64_t local_in_, out_features_;
+};
+
+}  // namespace tessera::nn
