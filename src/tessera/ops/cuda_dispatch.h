@@ -8,5 +8,5 @@
 #include "tessera/ops/cuda/ops_cuda.h"
 #define TESSERA_CUDA_OP(call) ::tessera::ops::cuda::call
 #else
-#define TESSERA_CUDA_OP(call) TESSERA_FAIL("no CUDA backend in this build")
+#define TESSERA_CUDA_OP(call) TESSERA_FAIL("no CUDA kernel for ", op, ": this build has no CUDA backend")
 #endif

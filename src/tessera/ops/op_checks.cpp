@@ -7,7 +7,8 @@ void require_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
   const Tensor* first = nullptr;
   for (const Tensor* t : tensors) {
     if (t == nullptr || !t->defined() || t->data() == nullptr) continue;
-    if (t->device().is_cuda()) TESSERA_FAIL("no CUDA kernel for ", op, " yet (got ", t->describe(), ")");
+    if (t->device().is_cuda())
+      TESSERA_FAIL("no CUDA kernel for ", op, ": this build has no CUDA backend (got ", t->describe(), ")");
     if (first && !(first->device() == t->device()))
       TESSERA_FAIL(op, ": tensors on different devices: ", first->describe(), " and ", t->describe());
     if (!first) first = t;

@@ -124,13 +124,13 @@ TEST(OpsLinear, ErrorsNameTheShapesAndTheDevice) {
   OwnedTensor in64(DType::f64, {2, 3});
   test::expect_error_containing([&] { ops::linear_forward(in64, weight, Tensor(), out_ok); },
                                 {"weight must have the dtype of in"});
-  OwnedTensor in_half(DType::bf16, {2, 3}), weight_half(DType::bf16, {4, 3}), out_half(DType::bf16, {2, 4});
-  test::expect_error_containing([&] { ops::linear_forward(in_half, weight_half, Tensor(), out_half); },
-                                {"f32 or f64"});
+  OwnedTensor in_int(DType::i32, {2, 3}), weight_int(DType::i32, {4, 3}), out_int(DType::i32, {2, 4});
+  test::expect_error_containing([&] { ops::linear_forward(in_int, weight_int, Tensor(), out_int); },
+                                {"linear_forward", "f32"});
   float fake = 0;
   Tensor cuda_in(&fake, DType::f32, {2, 3}, Device::cuda(0));
   test::expect_error_containing([&] { ops::linear_forward(cuda_in, weight, Tensor(), out_ok); },
-                                {"no CUDA kernel for linear_forward yet"});
+                                {"linear_forward: tensors on different devices"});
 }
 
 }  // namespace
