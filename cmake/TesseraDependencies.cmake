@@ -16,6 +16,9 @@ if(NOT TESSERA_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)  # Hopper (H100/H200); override with -DCMAKE_CUDA_ARCHITECTURES
+    endif()
     enable_language(CUDA)
     # CMake 3.25 does not know nvcc 13's C++20 flag (set after enable_language so the compiler
     # check itself runs without it); kernels/ is C++20 like the rest.
@@ -29,9 +32,6 @@ if(NOT TESSERA_CUDA STREQUAL "OFF")
     find_path(NCCL_INCLUDE_DIR NAMES nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
     if(CUDAToolkit_FOUND AND NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
       set(TESSERA_HAVE_CUDA ON)
-      if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
-        set(CMAKE_CUDA_ARCHITECTURES 90)
-      endif()
       add_library(tessera_nccl UNKNOWN IMPORTED)
       set_target_properties(tessera_nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
                             INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})

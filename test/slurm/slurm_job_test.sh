@@ -94,6 +94,44 @@ print(f"metrics: {len(train)} iterations, lm_loss {train[0]['lm_loss']:.4f} -> {
 PY
 }
 
+# direct_mpirun NP LOG ARGS...: tessera-train started by `mpirun -np NP` in $WORK, outside Slurm (the
+# reference runs the jobs are compared with)
+direct_mpirun() {
+  local np=$1 log=$2
+  shift 2
+  (cd "$WORK" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    mpirun --oversubscribe -np "$np" "$BIN/tessera-train" "$@" >"$log" 2>&1) ||
+    { tail -n 40 "$WORK/$log" >&2; fail "mpirun -np $np tessera-train $* failed"; }
+}
+
+# same_lm_loss JOB_METRICS REFERENCE_METRICS ITERS WHAT: per iteration 1..ITERS the job's lm_loss
+# equals the reference's exactly. A metrics file is appended to by a resumed run, so the rows are
+# chosen by iteration: every iteration must be present, and an iteration written by two attempts
+# (logged before the checkpoint it was then replayed from) must have the same lm_loss both times.
+same_lm_loss() {
+  python3 - "$1" "$2" "$3" <<'PY' || fail "lm_loss of $4 differs from the reference run"
+import json, sys
+def by_iteration(path):
+    rows = {}
+    for line in open(path):
+        r = json.loads(line) if line.strip() else {}
+        if "lm_loss" not in r: continue
+        rows.setdefault(r["iteration"], []).append(r["lm_loss"])
+    for it, losses in rows.items():
+        assert all(l == losses[0] for l in losses), f"{path}: iteration {it} written {len(losses)} times with different lm_loss {losses}"
+    return {it: losses[-1] for it, losses in rows.items()}, sum(len(v) - 1 for v in rows.values())
+job, repeated = by_iteration(sys.argv[1])
+ref, _ = by_iteration(sys.argv[2])
+want = list(range(1, int(sys.argv[3]) + 1))
+assert sorted(job) == want, f"job iterations {sorted(job)}"
+assert sorted(ref) == want, f"reference iterations {sorted(ref)}"
+diff = [(it, job[it], ref[it]) for it in want if job[it] != ref[it]]
+assert not diff, f"(iteration, job, reference) differ: {diff}"
+print(f"lm_loss equal on {len(want)} iterations ({repeated} iteration rows repeated by a resumed run): "
+      f"{ref[1]:.6f} -> {ref[want[-1]]:.6f}")
+PY
+}
+
 rm -rf "$WORK"
 mkdir -p "$WORK"
 ensure_cluster
@@ -102,60 +140,64 @@ unset TESSERA_DRY_RUN TESSERA_MODULES
 
 case $CASE in
   train_gpt_np1 | train_gpt_np4)
+    # np1: TP=1 DP=1; np4: TP=2 x DP=2, compared with `mpirun -np 4` of the same config
     n=${CASE#train_gpt_np}
-    submit_and_wait jid -N1 -n"$n" --ntasks-per-node="$n" "${CPU_OPTS[@]}" "$JOBS/train-gpt.sbatch" \
-      "$CONFIGS/tiny-gpt.toml" --set logging.metrics_file=metrics.jsonl
-    if grep -q "parallel training (data, tensor and pipeline parallelism) is not supported yet" "$WORK/job-$jid.out"; then
-      skip "tessera-train does not run on $n ranks yet (data parallelism not merged); the template launched it correctly"
-    fi
+    tp=$((n > 1 ? 2 : 1))
+    dp=$((n / tp))
+    args=(--set logging.metrics_file=metrics.jsonl --set "parallel.tensor_model_parallel_size=$tp")
+    # literally `sbatch --wait` (as a user would; it exits with the job's exit code)
+    rc=0
+    jid=$(cd "$WORK" && timeout "$JOB_TIMEOUT" sbatch --wait --parsable --chdir="$WORK" --output="$WORK/job-%j.out" \
+      -N1 -n"$n" --ntasks-per-node="$n" "${CPU_OPTS[@]}" "$JOBS/train-gpt.sbatch" "$CONFIGS/tiny-gpt.toml" "${args[@]}") || rc=$?
+    ((rc == 0)) || { cat "$WORK"/job-*.out >&2 || true; fail "sbatch --wait train-gpt.sbatch exited $rc"; }
+    jid=${jid%%;*}
     expect_state "$jid" COMPLETED 0:0
-    expect_out "$jid" "layout: nodes=1 world=$n ranks/node=$n \| TP=1 PP=1 DP=$n \| micro_batch=1 global_batch=4 micro-batches/step=$((4 / n))"
-    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=$n "
+    expect_out "$jid" "layout: nodes=1 world=$n ranks/node=$n \| TP=$tp PP=1 DP=$dp \| micro_batch=1 global_batch=4 micro-batches/step=$((4 / dp))"
+    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=$n --kill-on-bad-exit=1 $BIN/tessera-train "
     expect_out "$jid" "NCCL_DEBUG=WARN"
+    expect_out "$jid" "step finished with exit code 0"
     metrics_check "$WORK/metrics.jsonl" 5
     if ((n > 1)); then
-      # lm_loss is layout independent (INTERFACE.md): the DP=$n job must match one process run directly
-      (cd "$WORK" && "$BIN/tessera-train" --config "$CONFIGS/tiny-gpt.toml" --set logging.metrics_file=single.jsonl \
-        >single.log 2>&1) || { cat "$WORK/single.log" >&2; fail "single-process tessera-train failed"; }
-      python3 - "$WORK/metrics.jsonl" "$WORK/single.jsonl" <<'PY' || fail "lm_loss of the $n-rank job differs from the single-process run"
-import json, sys
-load = lambda p: [json.loads(l)["lm_loss"] for l in open(p) if '"lm_loss"' in l]
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert len(a) == len(b) and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b)), (a, b)
-PY
+      # the same config started by mpirun -np $n outside Slurm must give the same lm_loss sequence
+      direct_mpirun "$n" direct.log --config "$CONFIGS/tiny-gpt.toml" --set logging.metrics_file=direct.jsonl \
+        --set parallel.tensor_model_parallel_size=$tp
+      same_lm_loss "$WORK/metrics.jsonl" "$WORK/direct.jsonl" 5 "the $n-rank job (TP=$tp DP=$dp)"
     fi
-    pass "train-gpt.sbatch trained 5 iterations on $n rank(s)"
+    pass "train-gpt.sbatch trained 5 iterations on $n rank(s), TP=$tp DP=$dp"
     ;;
 
   train_gpt_layout_error)
-    # 3 ranks: global_batch_size 4 is not a multiple of micro_batch_size 1 x DP 3; user NCCL value must survive
+    # TP=3 on 4 tasks: 3 does not divide the world size 4 -> exit 2 before srun, naming the sizes
+    submit_and_wait jid -N1 -n4 --ntasks-per-node=4 "${CPU_OPTS[@]}" "$JOBS/train-gpt.sbatch" "$CONFIGS/tiny-gpt.toml" \
+      --set parallel.tensor_model_parallel_size=3
+    expect_state "$jid" FAILED 2:0
+    expect_out "$jid" "layout does not fit: world size 4 \(SLURM_NTASKS\) is not divisible by tensor_model_parallel_size 3 x pipeline_model_parallel_size 1 = 3"
+    expect_no_out "$jid" "launch: srun"
+    expect_no_out "$jid" "iteration 1/"
+    [[ ! -e $WORK/metrics.jsonl ]] || fail "tessera-train trained although TP=3 on 4 tasks was rejected"
+    # 3 ranks: global_batch_size 4 is not a multiple of micro_batch_size 1 x DP 3
     submit_and_wait jid -N1 -n3 --ntasks-per-node=3 "${CPU_OPTS[@]}" "$JOBS/train-gpt.sbatch" "$CONFIGS/tiny-gpt.toml"
     expect_state "$jid" FAILED 2:0
     expect_out "$jid" "layout does not fit: global_batch_size 4 is not divisible by micro_batch_size 1 x data-parallel size 3"
     expect_no_out "$jid" "launch: srun"
     [[ ! -e $WORK/metrics.jsonl ]] || fail "tessera-train ran although the layout was rejected"
-    # TP=2 does not divide 3 ranks (checked on the resolved config: the test double resolves it, as
-    # tessera-train rejects TP > 1 until tensor parallelism lands; dry run, outside Slurm)
-    mkdir -p "$WORK/double"
-    ln -s "$SRC/test/slurm/trainer_contract_double.sh" "$WORK/double/tessera-train"
-    out=$(SLURM_NTASKS=3 TESSERA_DRY_RUN=1 TESSERA_BIN_DIR=$WORK/double "$JOBS/train-gpt.sbatch" "$CONFIGS/tiny-gpt.toml" \
-      --set parallel.tensor_model_parallel_size=2 2>&1 && echo "rc=0" || echo "rc=$?")
-    grep -q "world size 3 (SLURM_NTASKS) is not divisible by tensor_model_parallel_size 2 x pipeline_model_parallel_size 1 = 2" <<<"$out" &&
-      grep -q "rc=2" <<<"$out" || { echo "$out" >&2; fail "TP=2 on 3 ranks was not rejected with exit code 2"; }
-    pass "bad layouts exit 2 before srun"
+    # PP=2 x TP=2 on 6 ranks (dry run outside Slurm): 4 does not divide 6
+    dry_run_fails 6 "world size 6 \(SLURM_NTASKS\) is not divisible by tensor_model_parallel_size 2 x pipeline_model_parallel_size 2 = 4" \
+      "$JOBS/train-gpt.sbatch" "$CONFIGS/tiny-gpt.toml" --set parallel.tensor_model_parallel_size=2 --set parallel.pipeline_model_parallel_size=2
+    pass "TP=3 on 4 tasks, DP=3 for global batch 4, TP x PP = 4 on 6 ranks: exit 2 before srun"
     ;;
 
   train_gpt_preempt_requeue)
-    # the trainer's side of preemption is a test double until tessera-train implements it
-    mkdir -p "$WORK/double"
-    ln -s "$SRC/test/slurm/trainer_contract_double.sh" "$WORK/double/tessera-train"
-    jid=$(cd "$WORK" && TESSERA_BIN_DIR=$WORK/double sbatch --parsable --chdir="$WORK" --output="$WORK/job-%j.out" \
+    # the real tessera-train: USR1 mid-training -> checkpoint -> scontrol requeue -> resume -> same
+    # lm_loss sequence as an uninterrupted run of the same config
+    iters=40
+    jid=$(cd "$WORK" && sbatch --parsable --chdir="$WORK" --output="$WORK/job-%j.out" \
       -N1 -n2 --ntasks-per-node=2 "${CPU_OPTS[@]}" "$JOBS/train-gpt.sbatch" "$CONFIGS/preemptible.toml")
-    for ((i = 0; i < 400; i++)); do grep -q "iteration 3/20" "$WORK/job-$jid.out" 2>/dev/null && break; sleep 0.1; done
-    grep -q "iteration 3/20" "$WORK/job-$jid.out" || { job_out "$jid" >&2; fail "training did not start"; }
+    for ((i = 0; i < 1200; i++)); do grep -q "iteration 3/$iters " "$WORK/job-$jid.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q "iteration 3/$iters " "$WORK/job-$jid.out" || { job_out "$jid" >&2; fail "training did not start"; }
     # what Slurm does 120 s before the time limit with --signal=B:USR1@120
     scancel --signal=USR1 --batch "$jid"
-    for ((i = 0; i < 300; i++)); do [[ $(job_field "$jid" Restarts) == 1 ]] && break; sleep 0.1; done
+    for ((i = 0; i < 600; i++)); do [[ $(job_field "$jid" Restarts) == 1 ]] && break; sleep 0.1; done
     [[ $(job_field "$jid" Restarts) == 1 ]] || { job_out "$jid" >&2; fail "job was not requeued"; }
     # a requeued job becomes eligible only after a delay (~2 min): start it in 3 s instead (not at
     # once: slurmd refuses a credential issued in the same second the old one was revoked)
@@ -166,56 +208,55 @@ PY
     "$START" wait "$jid" "$JOB_TIMEOUT" || true
     expect_state "$jid" COMPLETED 0:0
     expect_out "$jid" "received SIGUSR1: sending SIGUSR1 to the ranks"
-    expect_out "$jid" "saved checkpoint at iteration [0-9]+"
     saved=$(grep -oP "saved checkpoint at iteration \K[0-9]+" "$WORK/job-$jid.out" | head -1)
-    ((saved < 20)) || fail "checkpoint at $saved: the signal came too late to test resuming"
+    [[ -n $saved ]] || { job_out "$jid" >&2; fail "no checkpoint was saved on SIGUSR1"; }
+    ((saved < iters)) || fail "checkpoint at $saved: the signal came too late to test resuming"
+    expect_out "$jid" "exiting program at iteration $saved"
     expect_out "$jid" "preempted \(SIGUSR1\) at checkpoint iteration $saved: requeueing job $jid \(restart 1\)"
     expect_out "$jid" "job $jid \(restart 1\) layout"
     expect_out "$jid" "resuming from ckpt \(latest_checkpointed_iteration.txt: $saved\)"
     expect_out "$jid" "launch: .* --set checkpoint.load=ckpt"
-    expect_out "$jid" "resumed from ckpt at iteration $saved"
-    expect_out "$jid" "iteration $((saved + 1))/20"
-    [[ $(cat "$WORK/ckpt/latest_checkpointed_iteration.txt") == 20 ]] || fail "final checkpoint is not iteration 20"
-    [[ $(grep -c "^iteration 20/20" "$WORK/job-$jid.out") == 1 ]] || fail "iteration 20 ran more or less than once"
-    pass "USR1 -> checkpoint at $saved -> scontrol requeue -> resumed -> 20/20"
+    expect_out "$jid" "loaded checkpoint from ckpt.* at iteration $saved "
+    expect_out "$jid" "resuming from iteration $saved, consumed samples $((saved * 4))"
+    expect_out "$jid" "iteration $((saved + 1))/$iters "
+    [[ $(cat "$WORK/ckpt/latest_checkpointed_iteration.txt") == "$iters" ]] || fail "final checkpoint is not iteration $iters"
+    [[ $(grep -c "iteration $iters/$iters " "$WORK/job-$jid.out") == 1 ]] || fail "iteration $iters ran more or less than once"
+    # the uninterrupted reference: the same config, 2 ranks, its own checkpoint directory
+    direct_mpirun 2 uninterrupted.log --config "$CONFIGS/preemptible.toml" --set logging.metrics_file=uninterrupted.jsonl \
+      --set checkpoint.save=ckpt-uninterrupted
+    same_lm_loss "$WORK/metrics.jsonl" "$WORK/uninterrupted.jsonl" "$iters" "the preempted and requeued job"
+    pass "USR1 -> checkpoint at $saved -> scontrol requeue -> resumed -> $iters/$iters, lm_loss = uninterrupted run"
     ;;
 
   train_gpt_cancel_no_requeue)
-    # scancel sends SIGTERM: the ranks checkpoint (test double), the job is not requeued
-    mkdir -p "$WORK/double"
-    ln -s "$SRC/test/slurm/trainer_contract_double.sh" "$WORK/double/tessera-train"
-    jid=$(cd "$WORK" && TESSERA_BIN_DIR=$WORK/double sbatch --parsable --chdir="$WORK" --output="$WORK/job-%j.out" \
+    # scancel sends SIGTERM: the ranks (real tessera-train) checkpoint and exit, the job is not requeued
+    iters=40
+    jid=$(cd "$WORK" && sbatch --parsable --chdir="$WORK" --output="$WORK/job-%j.out" \
       -N1 -n2 --ntasks-per-node=2 "${CPU_OPTS[@]}" "$JOBS/train-gpt.sbatch" "$CONFIGS/preemptible.toml")
-    for ((i = 0; i < 400; i++)); do grep -q "iteration 3/20" "$WORK/job-$jid.out" 2>/dev/null && break; sleep 0.1; done
-    grep -q "iteration 3/20" "$WORK/job-$jid.out" || { job_out "$jid" >&2; fail "training did not start"; }
+    for ((i = 0; i < 1200; i++)); do grep -q "iteration 3/$iters " "$WORK/job-$jid.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q "iteration 3/$iters " "$WORK/job-$jid.out" || { job_out "$jid" >&2; fail "training did not start"; }
     scancel "$jid"
     "$START" wait "$jid" "$JOB_TIMEOUT" || true
     st=$(job_field "$jid" JobState)
     [[ $st == CANCELLED && $(job_field "$jid" Restarts) == 0 ]] || { job_out "$jid" >&2; fail "JobState=$st Restarts=$(job_field "$jid" Restarts)"; }
-    for ((i = 0; i < 50; i++)); do [[ -e $WORK/ckpt/latest_checkpointed_iteration.txt ]] && break; sleep 0.1; done
+    for ((i = 0; i < 100; i++)); do [[ -e $WORK/ckpt/latest_checkpointed_iteration.txt ]] && break; sleep 0.1; done
     saved=$(cat "$WORK/ckpt/latest_checkpointed_iteration.txt" 2>/dev/null || true)
-    [[ -n $saved && $saved -lt 20 ]] || { job_out "$jid" >&2; fail "no checkpoint was written on SIGTERM"; }
+    [[ -n $saved && $saved -lt $iters ]] || { job_out "$jid" >&2; fail "no checkpoint was written on SIGTERM"; }
+    [[ -d $WORK/ckpt/iter_$(printf %07d "$saved") ]] || { ls -R "$WORK/ckpt" >&2; fail "tracker names iteration $saved but ckpt/iter_$(printf %07d "$saved") is missing"; }
     expect_no_out "$jid" "requeueing job"
     pass "scancel: ranks checkpointed at iteration $saved, job CANCELLED, not requeued"
     ;;
 
   train_moe_layout)
-    mkdir -p "$WORK/double"
-    ln -s "$SRC/test/slurm/trainer_contract_double.sh" "$WORK/double/tessera-train"
-    export TESSERA_BIN_DIR=$WORK/double
-    submit_and_wait jid -N1 -n4 --ntasks-per-node=4 "${CPU_OPTS[@]}" --export=ALL,TESSERA_DRY_RUN=1,NCCL_DEBUG=INFO \
-      "$JOBS/train-moe.sbatch" "$CONFIGS/tiny-moe.toml"
-    expect_state "$jid" COMPLETED 0:0
-    expect_out "$jid" "environment: NCCL_DEBUG=INFO NCCL_ASYNC_ERROR_HANDLING=1 CUDA_DEVICE_MAX_CONNECTIONS=1" # user value wins
-    expect_out "$jid" "dry run \(TESSERA_DRY_RUN=1\): not launching"
-    expect_out "$jid" "TP=1 PP=1 DP=4 EP=2 experts=4 \(experts/rank=2, expert-DP=2\)"
-    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=4 --kill-on-bad-exit=1 $WORK/double/tessera-train --config $CONFIGS/tiny-moe.toml"
-    submit_and_wait jid -N1 -n4 --ntasks-per-node=4 "${CPU_OPTS[@]}" "$JOBS/train-moe.sbatch" "$CONFIGS/tiny-moe.toml" \
-      --set parallel.expert_model_parallel_size=3
+    # tessera-train has no mixture of experts yet: train-moe.sbatch must stop with the trainer's
+    # reason (exit 2) before srun; a dense config is refused by train-moe.sbatch, EP by train-gpt.sbatch
+    submit_and_wait jid -N1 -n4 --ntasks-per-node=4 "${CPU_OPTS[@]}" "$JOBS/train-moe.sbatch" "$CONFIGS/tiny-moe.toml"
     expect_state "$jid" FAILED 2:0
-    expect_out "$jid" "data-parallel size 4 \(= 4 / \(1 x 1\)\) is not divisible by expert_model_parallel_size 3"
+    expect_out "$jid" "model.num_experts = 4 is not supported yet"
+    expect_out "$jid" "tessera-train rejected the config"
     expect_no_out "$jid" "launch: srun"
-    pass "EP layout printed; EP=3 on DP=4 rejected before srun"
+    dry_run_fails 4 "train-moe.sbatch needs model.num_experts >= 1 \(got '0'\)" "$JOBS/train-moe.sbatch" "$CONFIGS/tiny-gpt.toml"
+    pass "MoE config rejected by tessera-train before srun; dense config rejected by train-moe.sbatch"
     ;;
 
   preprocess_np2)
@@ -301,6 +342,41 @@ PY
     [[ -n $lua && -f $lua ]] && grep -q "prepend_path(\"PATH\", pathJoin(prefix, \"bin\"))" "$lua" || fail "no Lua modulefile"
     if command -v lua >/dev/null || command -v luac >/dev/null; then (luac -p "$lua" 2>/dev/null || lua -e "loadfile('$lua')") || fail "Lua modulefile does not parse"; fi
     pass "module use + module load tessera -> $prefix/bin/tessera-train; batch job via TESSERA_MODULES"
+    ;;
+
+  modules_load_lmod)
+    # the Lua modulefile under Lmod: a system Lmod (/usr/share/lmod/lmod), else Debian's lmod package
+    # unpacked by scripts/install-slurm-deps.sh into /opt/lmod (Debian's lmod conflicts with
+    # environment-modules, so it is unpacked beside it rather than installed; its Lua deps are installed)
+    lmod=""
+    for d in "${TESSERA_LMOD_DIR:-}" /usr/share/lmod/lmod /opt/lmod/usr/share/lmod/lmod; do
+      [[ -n $d && -r $d/libexec/lmod ]] && { lmod=$d; break; }
+    done
+    [[ -n $lmod ]] || skip "no Lmod (scripts/install-slurm-deps.sh unpacks Debian's lmod into /opt/lmod)"
+    lua=$(sed -n '1s/^#!//p' "$lmod/libexec/lmod")
+    [[ -x ${lua%% *} ]] || skip "Lmod's interpreter ${lua%% *} is missing (apt-get install lua5.3 lua-posix lua-filesystem lua-term lua-json)"
+    prefix=$WORK/prefix
+    cmake --install "$(dirname "$BIN")" --prefix "$prefix" >"$WORK/install.log" 2>&1 || { cat "$WORK/install.log" >&2; fail "cmake --install failed"; }
+    mf=$prefix/share/modulefiles/tessera
+    luafile=$(compgen -G "$mf/*.lua" | head -1 || true)
+    [[ -n $luafile ]] || fail "no Lua modulefile in $mf"
+    # a fresh shell: module() is Lmod's (`lmod bash ARGS` prints the shell code to eval)
+    out=$(env -i HOME="$HOME" PATH=/usr/bin:/bin LMOD_DIR="$lmod" bash -c "
+      module() { eval \"\$(${lua%% *} \$LMOD_DIR/libexec/lmod bash \"\$@\")\"; }
+      module --version 2>&1 | grep -o 'Version [0-9.]*'
+      module use '$prefix/share/modulefiles' && module load tessera && echo \"LOADED=\$LOADEDMODULES\" &&
+      command -v tessera-train && tessera-train --version && echo \"HOME=\$TESSERA_HOME\" &&
+      module --redirect show tessera 2>&1 | grep -o '$mf/[^:]*' | head -1 &&
+      module unload tessera && echo \"AFTER_UNLOAD=\$(command -v tessera-train || echo none)\"" 2>&1) ||
+      { echo "$out" >&2; fail "Lmod: module load tessera failed"; }
+    echo "$out"
+    grep -qE "^Version 8\." <<<"$out" || { echo "$out" >&2; fail "not Lmod 8"; }
+    grep -qx "$prefix/bin/tessera-train" <<<"$out" || fail "Lmod: tessera-train does not come from the module"
+    grep -qE "^tessera-train [0-9]+\.[0-9]+\.[0-9]+" <<<"$out" || fail "Lmod: tessera-train --version"
+    grep -qx "HOME=$prefix/share/tessera" <<<"$out" || fail "Lmod: TESSERA_HOME"
+    grep -qx "$luafile" <<<"$out" || fail "Lmod did not read the Lua modulefile $luafile"
+    grep -qx "AFTER_UNLOAD=none" <<<"$out" || fail "Lmod: module unload tessera left tessera-train on PATH"
+    pass "Lmod $(grep -oP '^Version \K\S+' <<<"$out"): module load tessera (Lua file) -> $prefix/bin/tessera-train; unload restores PATH"
     ;;
 
   *) fail "unknown case" ;;

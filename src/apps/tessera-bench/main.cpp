@@ -1,8 +1,10 @@
-// tessera-bench: benchmarks of Tessera's building blocks. Sub-commands: comm (collectives).
+// tessera-bench: benchmarks of Tessera's building blocks. Sub-commands: comm (collectives), ckpt
+// (checkpoint save / load bandwidth).
 #include <boost/program_options.hpp>
 
 #include <iostream>
 
+#include "ckpt_bench.h"
 #include "comm_bench.h"
 #include "tessera/core/error.h"
 #include "tessera/runtime/main_guard.h"
@@ -53,6 +55,36 @@ int comm_main(const std::vector<std::string>& args) {
   return bench::run_comm_bench(o);
 }
 
+int ckpt_main(const std::vector<std::string>& args) {
+  bench::CkptBenchOptions o;
+  po::options_description desc("tessera-bench ckpt options");
+  desc.add_options()
+      ("help,h", "print this help and exit")
+      ("dir", po::value(&o.dir)->default_value(o.dir), "checkpoint folder (default: a temporary folder, removed)")
+      ("layers", po::value(&o.num_layers)->default_value(o.num_layers), "transformer layers")
+      ("hidden", po::value(&o.hidden_size)->default_value(o.hidden_size), "hidden size")
+      ("heads", po::value(&o.num_attention_heads)->default_value(o.num_attention_heads), "attention heads")
+      ("vocab", po::value(&o.vocab_size)->default_value(o.vocab_size), "vocabulary size (padded as in training)")
+      ("seq", po::value(&o.seq_length)->default_value(o.seq_length), "sequence length (position embeddings)")
+      ("repeats", po::value(&o.repeats)->default_value(o.repeats), "save + load rounds");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    TESSERA_CONFIG_FAIL("tessera-bench ckpt: ", e.what(), " (see tessera-bench ckpt --help)");
+  }
+  if (o.repeats < 1) TESSERA_CONFIG_FAIL("tessera-bench ckpt: --repeats ", o.repeats, " must be >= 1");
+  if (vm.count("help")) {
+    std::cout << "usage: tessera-bench ckpt [options]\n"
+              << "Builds a GPT (default GPT-2 small, 124M parameters) with AdamW state on the CPU, saves and\n"
+              << "loads a checkpoint, and prints bytes, seconds and MB/s (1 MB = 1e6 bytes) as JSON lines.\n\n"
+              << desc << "\n";
+    return 0;
+  }
+  return bench::run_ckpt_bench(o);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,7 +94,8 @@ int main(int argc, char** argv) {
     if (args.empty() || args[0] == "--help" || args[0] == "-h") {
       if (rank0)
         std::cout << "usage: tessera-bench COMMAND [options]\n\ncommands:\n"
-                  << "  comm    collective bandwidth through Tessera's communicators (tessera-bench comm --help)\n\n"
+                  << "  comm    collective bandwidth through Tessera's communicators (tessera-bench comm --help)\n"
+                  << "  ckpt    checkpoint save / load bandwidth (tessera-bench ckpt --help)\n\n"
                   << "options:\n  --help     print this help and exit\n  --version  print the version and exit\n";
       return args.empty() ? 2 : 0;
     }
@@ -71,6 +104,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (args[0] == "comm") return comm_main(std::vector<std::string>(args.begin() + 1, args.end()));
-    TESSERA_CONFIG_FAIL("tessera-bench: unknown command \"", args[0], "\"; allowed: comm (see tessera-bench --help)");
+    if (args[0] == "ckpt") return ckpt_main(std::vector<std::string>(args.begin() + 1, args.end()));
+    TESSERA_CONFIG_FAIL("tessera-bench: unknown command \"", args[0],
+                        "\"; allowed: comm, ckpt (see tessera-bench --help)");
   });
 }

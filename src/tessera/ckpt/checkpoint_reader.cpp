@@ -69,6 +69,46 @@ CheckpointReader::CheckpointReader(const fs::path& folder) : folder_(folder) {
   fs::path common = folder / kCommonFile;
   TESSERA_CHECK(fs::exists(common), "checkpoint folder ", folder.string(), " has no ", kCommonFile,
                 "; it is not a complete Tessera checkpoint");
+  try {
+    read_common(common);
+  } catch (const Error& e) {
+    TESSERA_FAIL("checkpoint file ", common.string(), " cannot be read (truncated or corrupt?): ", e.message());
+  }
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && name != kCommonFile && name.size() > 3 && name.ends_with(".h5"))
+      names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& expected : expected_files())
+    if (std::find(names.begin(), names.end(), expected) == names.end())
+      TESSERA_FAIL("checkpoint file ", (folder / expected).string(), " is missing (the checkpoint was saved at TP=",
+                   saved_layout_.tp_size, " PP=", saved_layout_.pp_size, " DP=", saved_layout_.dp_size, ")");
+  for (const auto& name : names) {
+    try {
+      index_file(files_.size(), name);
+    } catch (const Error& e) {
+      TESSERA_FAIL("checkpoint file ", (folder / name).string(), " cannot be read (truncated or corrupt?): ",
+                   e.message());
+    }
+  }
+}
+
+std::vector<std::string> CheckpointReader::expected_files() const {
+  std::vector<std::string> names;
+  ShardCoordinates c = saved_layout_;
+  for (c.tp_rank = 0; c.tp_rank < c.tp_size; ++c.tp_rank)
+    for (c.pp_rank = 0; c.pp_rank < c.pp_size; ++c.pp_rank)
+      for (c.ep_rank = 0; c.ep_rank < c.ep_size; ++c.ep_rank) {
+        names.push_back(model_shard_file_name(c));
+        if (has_optimizer_ && optimizer_scalars_.distributed)
+          for (c.dp_rank = 0; c.dp_rank < c.dp_size; ++c.dp_rank) names.push_back(distributed_optimizer_file_name(c));
+      }
+  return names;
+}
+
+void CheckpointReader::read_common(const fs::path& common) {
   common_ = h5_open_file_read(common.string());
   hid_t root = common_.get();
   int64_t version = h5_attr_int(root, "format_version");
@@ -98,16 +138,6 @@ CheckpointReader::CheckpointReader(const fs::path& folder) : folder_(folder) {
     optimizer_scalars_.hysteresis = h5_attr_int(optimizer.get(), "hysteresis");
     optimizer_scalars_.distributed = h5_attr_int(optimizer.get(), "distributed") != 0;
   }
-
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(folder)) {
-    std::string name = entry.path().filename().string();
-    if (entry.is_regular_file() && name != kCommonFile && name.size() > 3 && name.ends_with(".h5"))
-      names.push_back(name);
-  }
-  std::sort(names.begin(), names.end());
-  TESSERA_CHECK(!names.empty(), "checkpoint folder ", folder.string(), " has no model shard files");
-  for (const auto& name : names) index_file(files_.size(), name);
 }
 
 CheckpointReader::~CheckpointReader() = default;
@@ -172,6 +202,16 @@ std::map<std::string, std::string> CheckpointReader::scheduler_names() const {
 
 std::string CheckpointReader::config_toml() const { return h5_read_string(common_.get(), "config_toml"); }
 
+std::map<std::string, int64_t> CheckpointReader::model_info() const {
+  std::map<std::string, int64_t> out;
+  if (!h5_exists(common_.get(), "model_info")) return out;
+  H5Id group = h5_open_group(common_.get(), "model_info");
+  for (const char* key :
+       {"vocab_size", "padded_vocab_size", "num_layers", "hidden_size", "num_attention_heads", "seq_length"})
+    if (h5_has_attr(group.get(), key)) out[key] = h5_attr_int(group.get(), key);
+  return out;
+}
+
 std::vector<double> CheckpointReader::assemble(const std::string& kind, const std::string& name,
                                                Shape& global_shape) const {
   auto it = pieces_.find({kind, name});
@@ -201,9 +241,15 @@ std::vector<double> CheckpointReader::assemble(const std::string& kind, const st
       TESSERA_CHECK(p->flat_offset + p->count <= local_numel, "slice of ", name, " in ", file_names_[p->file],
                     " exceeds its shard");
       staging.resize(static_cast<size_t>(p->count) * dtype_size(p->dtype));
-      H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(files_[p->file]->get(), p->path.c_str(), H5P_DEFAULT),
-                                    file_names_[p->file], ": ", p->path));
-      h5_read_into(dataset.get(), p->dtype, staging.data());
+      const std::string file = (folder_ / file_names_[p->file]).string();
+      try {
+        H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(files_[p->file]->get(), p->path.c_str(), H5P_DEFAULT), p->path));
+        h5_read_into(dataset.get(), p->dtype, staging.data());
+        h5_verify_checksum(dataset.get(), staging.data(), staging.size());
+      } catch (const Error& e) {
+        TESSERA_FAIL("checkpoint file ", file, " cannot be read at ", p->path, " (truncated or corrupt?): ",
+                     e.message());
+      }
       to_double(staging.data(), p->dtype, p->count, local.data() + p->flat_offset);
       covered += p->count;
     }
@@ -240,8 +286,10 @@ std::vector<double> CheckpointReader::local_values(const std::string& kind, cons
   if (saved_shape != wanted) {
     bool rows_only = saved_shape.size() == wanted.size() && !wanted.empty() && is_vocab_tensor(name);
     for (size_t i = 1; rows_only && i < wanted.size(); ++i) rows_only = saved_shape[i] == wanted[i];
-    TESSERA_CHECK(rows_only, "checkpoint tensor '", name, "' has global shape ", shape_string(saved_shape),
-                  " but this model needs ", shape_string(wanted), " (", target.name, ")");
+    TESSERA_CHECK(rows_only, "checkpoint tensor '", name, "' in ",
+                  (folder_ / file_names_[pieces_.at({kind, name}).front().file]).string(), " has global shape ",
+                  shape_string(saved_shape), " but this model needs ", shape_string(wanted), " (", target.name,
+                  "); was it saved with another model configuration?");
     // A different vocabulary padding (make_vocab_size_divisible_by x TP): keep the common rows.
     int64_t row = shape_numel(wanted) / wanted[0];
     std::vector<double> resized(static_cast<size_t>(shape_numel(wanted)), 0.0);

@@ -14,7 +14,9 @@ namespace tessera::ckpt {
 
 class CheckpointReader {
  public:
-  explicit CheckpointReader(const std::filesystem::path& folder);  // opens common.h5 and every *.h5 file
+  // Opens common.h5 and every *.h5 file. A missing shard file of the saved layout, or a file HDF5
+  // cannot open or index (truncated, overwritten), is an Error naming the file.
+  explicit CheckpointReader(const std::filesystem::path& folder);
   ~CheckpointReader();
 
   const std::filesystem::path& folder() const { return folder_; }
@@ -27,6 +29,8 @@ class CheckpointReader {
   std::map<std::string, double> scheduler() const;
   std::map<std::string, std::string> scheduler_names() const;
   std::string config_toml() const;
+  // common.h5 /model_info: vocab_size, padded_vocab_size, num_layers, hidden_size, num_attention_heads, ...
+  std::map<std::string, int64_t> model_info() const;
 
   // Model tensors: "param" (the model's values), optimizer state: "exp_avg", "exp_avg_sq", "main_param".
   bool has(const std::string& kind, const std::string& name) const;
@@ -51,6 +55,9 @@ class CheckpointReader {
     int64_t split_offset = 0, flat_offset = 0, count = 0;
     DType dtype = DType::f32;
   };
+  void read_common(const std::filesystem::path& common);
+  // The shard files the saved layout (tp/pp/ep sizes, distributed optimizer over dp) must have.
+  std::vector<std::string> expected_files() const;
   void index_file(size_t file_index, const std::string& file_name);
   void index_group(size_t file_index, hid_t group, const std::string& path, const std::string& kind);
   // The whole saved global tensor, as doubles (exact for f32/bf16/f16/f64), and its global shape.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 
 namespace tessera::ckpt {
 
@@ -200,6 +201,31 @@ void h5_write_tensor(hid_t parent, const std::string& name, const Tensor& tensor
   if (tensor.numel() > 0)
     TESSERA_H5_CHECK(H5Dwrite(dataset.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.data()), "dataset ", name);
   h5_set_attr(dataset.get(), "dtype", std::string(dtype_name(tensor.dtype())));
+  const uint64_t checksum = data_checksum(tensor.data(), static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype()));
+  h5_set_attr(dataset.get(), "checksum", static_cast<int64_t>(checksum));
+}
+
+uint64_t data_checksum(const void* data, size_t bytes) {
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  uint64_t hash = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_t words = bytes / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t word;
+    std::memcpy(&word, p + 8 * i, 8);
+    hash = (hash ^ word) * kPrime;
+  }
+  for (size_t i = 8 * words; i < bytes; ++i) hash = (hash ^ p[i]) * kPrime;
+  return hash;
+}
+
+void h5_verify_checksum(hid_t dataset, const void* data, size_t bytes) {
+  if (!h5_has_attr(dataset, "checksum")) return;  // written before checksums existed
+  const uint64_t stored = static_cast<uint64_t>(h5_attr_int(dataset, "checksum"));
+  const uint64_t actual = data_checksum(data, bytes);
+  if (stored != actual)
+    TESSERA_FAIL("the data does not match its checksum (stored ", stored, ", computed ", actual,
+                 "): the file was modified or damaged after it was written");
 }
 
 void h5_write_string(hid_t parent, const std::string& name, const std::string& value) {

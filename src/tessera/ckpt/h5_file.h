@@ -82,4 +82,10 @@ DType h5_dataset_dtype(hid_t dataset);       // from the dtype attribute
 Shape h5_dataset_shape(hid_t dataset);
 void h5_read_into(hid_t dataset, DType dtype, void* out);  // whole dataset, stored element type
 
+// Checksum of a dataset's bytes (HDF5 does not checksum raw data): 64-bit FNV-1a over 8-byte words
+// (the tail byte-wise). h5_write_tensor stores it as attribute "checksum" (int64 bit pattern);
+// h5_verify_checksum fails when the attribute exists and the bytes read do not match it.
+uint64_t data_checksum(const void* data, size_t bytes);
+void h5_verify_checksum(hid_t dataset, const void* data, size_t bytes);
+
 }  // namespace tessera::ckpt

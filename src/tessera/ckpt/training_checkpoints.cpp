@@ -2,10 +2,10 @@
 // schedule settings, progress counters) and save_checkpoint / CheckpointReader.
 #include "tessera/ckpt/training_checkpoints.h"
 
-#include <typeinfo>
 
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/checkpoint_reader.h"
+#include "tessera/ckpt/collective_errors.h"
 #include "tessera/ckpt/exit_signal.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/logging.h"
@@ -45,15 +45,6 @@ std::vector<TensorShard> model_shards(const nn::ParameterStore& params) {
   std::vector<TensorShard> shards;
   for (const auto& p : params.parameters()) shards.push_back(shard_of(p));
   return shards;
-}
-
-template <typename O>
-void set_step_count(O& optimizer, int64_t steps) {
-  if constexpr (requires { optimizer.set_step_count(steps); }) {
-    optimizer.set_step_count(steps);
-  } else {
-    TESSERA_FAIL("this build's ", typeid(O).name(), " cannot restore its step count (needs set_step_count)");
-  }
 }
 
 Tensor f32_range(const Tensor& flat, int64_t offset, int64_t count) {
@@ -129,10 +120,19 @@ TrainingCheckpoints::TrainingCheckpoints(const train::Config& config, parallel::
 }
 
 TrainingProgress TrainingCheckpoints::load(models::GPTModel& model, const TrainerOptimizer& optimizer) {
+  TrainingProgress progress;
+  progress.seed = config_.training.seed;
+  if (config_.checkpoint.load.empty()) return progress;
+  // A rank whose files are bad must not leave the others in a collective: all ranks fail together.
+  run_on_all_ranks_or_fail_together(context_.world(), [&] { progress = load_on_this_rank(model, optimizer); });
+  last_saved_iteration_ = progress.iteration;  // a save right now would rewrite what was just loaded
+  return progress;
+}
+
+TrainingProgress TrainingCheckpoints::load_on_this_rank(models::GPTModel& model, const TrainerOptimizer& optimizer) {
   const auto& c = config_.checkpoint;
   TrainingProgress fresh;
   fresh.seed = config_.training.seed;
-  if (c.load.empty()) return fresh;
   auto tracker = read_tracker(c.load);
   if (!tracker) {
     log::warn("WARNING: could not find the checkpoint tracker ", (fs::path(c.load) / kTrackerFile).string(),
@@ -142,6 +142,7 @@ TrainingProgress TrainingCheckpoints::load(models::GPTModel& model, const Traine
   fs::path folder = checkpoint_folder(c.load, *tracker);
   auto start = std::chrono::steady_clock::now();
   CheckpointReader reader(folder);
+  check_model_matches(reader, model);
   const bool weights_only = c.finetune || tracker->release;
 
   auto& params = model.parameters();
@@ -180,11 +181,10 @@ TrainingProgress TrainingCheckpoints::load(models::GPTModel& model, const Traine
           reader.read_optimizer("main_param", slice, slice.main_param, source_for(slice.param.name, "main_param"));
       }
       OptimizerState scalars = reader.optimizer_scalars();
-      if (optimizer.adamw) set_step_count(*optimizer.adamw, scalars.step);
+      if (optimizer.adamw) optimizer.adamw->set_step_count(scalars.step);
       if (optimizer.distributed) {
-        set_step_count(*optimizer.distributed, scalars.step);
-        // The scaler belongs to the (non-const) optimizer the trainer owns; scaler() only exposes it const.
-        if (auto* scaler = const_cast<optim::DynamicGradScaler*>(optimizer.distributed->scaler()))
+        optimizer.distributed->set_step_count(scalars.step);
+        if (optim::DynamicGradScaler* scaler = optimizer.distributed->scaler())
           scaler->load_state(scalars.loss_scale, scalars.growth_tracker, scalars.hysteresis);
       }
     }
@@ -202,8 +202,24 @@ TrainingProgress TrainingCheckpoints::load(models::GPTModel& model, const Traine
             c.no_load_optim && !weights_only ? ", without optimizer state" : "", " in ", seconds, " s");
   if (!weights_only) log::info("resuming from iteration ", progress.iteration, ", consumed samples ",
                                progress.consumed_samples);
-  last_saved_iteration_ = progress.iteration;  // a save right now would rewrite what was just loaded
   return progress;
+}
+
+void TrainingCheckpoints::check_model_matches(const CheckpointReader& reader, models::GPTModel& model) const {
+  const fs::path common = reader.folder() / kCommonFile;
+  const std::map<std::string, int64_t> saved = reader.model_info();
+  const auto& m = config_.model;
+  const std::pair<const char*, int64_t> expected[] = {{"hidden_size", m.hidden_size},
+                                                      {"num_layers", m.num_layers},
+                                                      {"num_attention_heads", m.num_attention_heads},
+                                                      {"vocab_size", model.vocab_size()}};
+  for (const auto& [key, value] : expected) {
+    auto it = saved.find(key);
+    if (it != saved.end() && it->second != value)
+      TESSERA_CONFIG_FAIL("checkpoint ", common.string(), " was saved with ", key, " = ", it->second,
+                          ", but this run has ", key, " = ", value,
+                          "; load it with the model configuration it was saved with");
+  }
 }
 
 void TrainingCheckpoints::save(const TrainingProgress& progress, models::GPTModel& model,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "tessera/ckpt/checkpoint_reader.h"
 #include "tessera/ckpt/checkpoint_save.h"
 #include "tessera/models/gpt.h"
 #include "tessera/optim/adamw_optimizer.h"
@@ -34,7 +35,9 @@ class TrainingCheckpoints {
   TrainingCheckpoints(const train::Config& config, parallel::ParallelContext& context);
 
   // Loads checkpoint.load if its tracker exists (collective). Returns the progress to resume from:
-  // iteration 0 and the config's seed when nothing was loaded or with finetune.
+  // iteration 0 and the config's seed when nothing was loaded or with finetune. A missing,
+  // truncated or corrupt file, or a checkpoint of another model shape, on any rank: every rank
+  // throws an Error naming the file (none waits in a collective).
   TrainingProgress load(models::GPTModel& model, const TrainerOptimizer& optimizer);
 
   // After the iteration progress.iteration: saves when save_interval divides it, and returns true
@@ -47,6 +50,10 @@ class TrainingCheckpoints {
 
  private:
   void save(const TrainingProgress& progress, models::GPTModel& model, const TrainerOptimizer& optimizer);
+  TrainingProgress load_on_this_rank(models::GPTModel& model, const TrainerOptimizer& optimizer);
+  // ConfigError naming common.h5 when the saved model_info (hidden size, layers, heads, vocab)
+  // differs from this run's model.
+  void check_model_matches(const CheckpointReader& reader, models::GPTModel& model) const;
 
   const train::Config& config_;
   parallel::ParallelContext& context_;

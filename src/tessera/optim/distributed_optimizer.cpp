@@ -86,6 +86,11 @@ DistributedOptimizer::DistributedOptimizer(nn::ParameterStore& store, parallel::
     ops::copy(flat_range(store_.value(s.param), s.param_offset, s.numel), flat_range(main, s.local_offset, s.numel));
 }
 
+void DistributedOptimizer::set_step_count(int64_t steps) {
+  TESSERA_CHECK(steps >= 0, "DistributedOptimizer: step count ", steps, " must be >= 0");
+  step_count_ = steps;
+}
+
 Tensor DistributedOptimizer::main_params() const { return state_.as_tensor(DType::f32, {local_numel_}, 0); }
 Tensor DistributedOptimizer::exp_avg() const {
   return state_.as_tensor(DType::f32, {local_numel_}, static_cast<size_t>(local_numel_) * sizeof(float));

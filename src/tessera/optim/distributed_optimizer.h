@@ -54,9 +54,13 @@ class DistributedOptimizer {
                            double clip_grad);
 
   int64_t step_count() const { return step_count_; }
+  // Restores the AdamW step count (bias correction) when resuming from a checkpoint.
+  void set_step_count(int64_t steps);
   const std::vector<OwnedSegment>& segments() const { return segments_; }
   const parallel::GradBuffer& grad_buffer() const { return *grad_buffer_; }
+  // The fp16 dynamic loss scaler; nullptr without dynamic loss scaling.
   const DynamicGradScaler* scaler() const { return scaler_.get(); }
+  DynamicGradScaler* scaler() { return scaler_.get(); }  // to restore its state from a checkpoint
   int64_t local_numel() const { return local_numel_; }  // owned elements incl. padding
   // Bytes allocated for fp32 main params + exp_avg + exp_avg_sq on this rank (the state buffer).
   size_t state_bytes() const { return state_.size(); }

@@ -1,0 +1,151 @@
+// Damaged checkpoints fail cleanly: a corrupt (checksum), truncated, overwritten or missing shard
+// file, a missing common.h5, and a checkpoint of another hidden size give an Error naming the file.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tessera/ckpt/checkpoint_layout.h"
+#include "tessera/ckpt/checkpoint_reader.h"
+#include "tessera/train/trainer.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+
+train::Config config(int64_t iters, std::vector<std::string> extra = {}) {
+  std::vector<std::string> o = {"data.mock_data=true", "data.vocab_size=40", "model.num_layers=1",
+                                "model.hidden_size=16", "model.num_attention_heads=2", "model.seq_length=8",
+                                "training.micro_batch_size=2", "training.global_batch_size=4",
+                                "training.train_iters=" + std::to_string(iters), "training.eval_interval=0",
+                                "optimizer.lr_warmup_iters=1", "logging.log_interval=100"};
+  o.insert(o.end(), extra.begin(), extra.end());
+  return train::load_config("", o);
+}
+
+class DamagedCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("tessera_ckpt_damaged_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    train::Trainer(config(2, {"checkpoint.save=" + dir_.string()}), Device::cpu()).train();
+    shard_ = dir_ / "iter_0000002" / "mp_rank_00_000.h5";
+    ASSERT_TRUE(fs::exists(shard_));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // The message of the Error that loading the checkpoint throws ("" when it loads).
+  std::string load_error(std::vector<std::string> extra = {}) {
+    extra.push_back("checkpoint.load=" + dir_.string());
+    try {
+      train::Trainer trainer(config(4, extra), Device::cpu());
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return "";
+  }
+
+  // Overwrites `bytes` bytes at `offset` of `file` with 0x5a.
+  static void overwrite(const fs::path& file, uint64_t offset, size_t bytes) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(offset));
+    std::string garbage(bytes, '\x5a');
+    f.write(garbage.data(), static_cast<std::streamsize>(bytes));
+    ASSERT_TRUE(f.good());
+  }
+
+  fs::path dir_, shard_;
+};
+
+TEST_F(DamagedCheckpoint, UndamagedLoads) { EXPECT_EQ(load_error(), ""); }
+
+TEST_F(DamagedCheckpoint, CorruptTensorDataFailsItsChecksum) {
+  // HDF5 does not checksum raw data: change bytes inside a tensor's data only.
+  hid_t file = H5Fopen(shard_.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  hid_t dataset = H5Dopen2(file, "model/decoder.layers.0.mlp.linear_fc1.weight", H5P_DEFAULT);
+  ASSERT_GE(dataset, 0);
+  haddr_t offset = H5Dget_offset(dataset);
+  hsize_t size = H5Dget_storage_size(dataset);
+  H5Dclose(dataset);
+  H5Fclose(file);
+  ASSERT_NE(offset, HADDR_UNDEF);
+  overwrite(shard_, offset + size / 2, 4);
+  std::string message = load_error();
+  EXPECT_NE(message.find(shard_.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("checksum"), std::string::npos) << message;
+  EXPECT_NE(message.find("decoder.layers.0.mlp.linear_fc1.weight"), std::string::npos) << message;
+}
+
+TEST_F(DamagedCheckpoint, TruncatedShardFile) {
+  fs::resize_file(shard_, fs::file_size(shard_) / 2);
+  std::string message = load_error();
+  EXPECT_NE(message.find(shard_.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("truncated or corrupt"), std::string::npos) << message;
+}
+
+TEST_F(DamagedCheckpoint, OverwrittenFileHeader) {
+  overwrite(shard_, 0, 256);
+  std::string message = load_error();
+  EXPECT_NE(message.find(shard_.string()), std::string::npos) << message;
+}
+
+TEST_F(DamagedCheckpoint, EmptyShardFile) {
+  fs::resize_file(shard_, 0);
+  std::string message = load_error();
+  EXPECT_NE(message.find(shard_.string()), std::string::npos) << message;
+}
+
+TEST_F(DamagedCheckpoint, MissingShardFile) {
+  fs::remove(shard_);
+  std::string message = load_error();
+  EXPECT_NE(message.find(shard_.string()), std::string::npos) << message;
+  EXPECT_NE(message.find("is missing"), std::string::npos) << message;
+}
+
+TEST_F(DamagedCheckpoint, MissingCommonFile) {
+  fs::path common = dir_ / "iter_0000002" / ckpt::kCommonFile;
+  fs::remove(common);
+  std::string message = load_error();
+  EXPECT_NE(message.find(ckpt::kCommonFile), std::string::npos) << message;
+}
+
+TEST_F(DamagedCheckpoint, TruncatedCommonFile) {
+  fs::path common = dir_ / "iter_0000002" / ckpt::kCommonFile;
+  fs::resize_file(common, fs::file_size(common) / 3);
+  std::string message = load_error();
+  EXPECT_NE(message.find(common.string()), std::string::npos) << message;
+}
+
+TEST_F(DamagedCheckpoint, AnotherHiddenSizeIsAConfigErrorNamingTheFile) {
+  std::vector<std::string> extra = {"checkpoint.load=" + dir_.string(), "model.hidden_size=32"};
+  try {
+    train::Trainer trainer(config(4, extra), Device::cpu());
+    FAIL() << "a checkpoint of hidden size 16 loaded into hidden size 32";
+  } catch (const ConfigError& e) {
+    std::string message = e.message();
+    EXPECT_NE(message.find((dir_ / "iter_0000002" / ckpt::kCommonFile).string()), std::string::npos) << message;
+    EXPECT_NE(message.find("hidden_size = 16"), std::string::npos) << message;
+    EXPECT_NE(message.find("hidden_size = 32"), std::string::npos) << message;
+  }
+}
+
+TEST_F(DamagedCheckpoint, ReaderReportsAShapeMismatchWithTheFile) {
+  // Below the config check: a tensor of another shape names its file and the shapes.
+  ckpt::CheckpointReader reader(dir_ / "iter_0000002");
+  std::vector<float> storage(8 * 16, 0.0f);
+  ckpt::TensorShard target{"decoder.layers.0.mlp.linear_fc1.weight", Tensor(storage.data(), DType::f32, {8, 16}),
+                           {8, 16}, -1, 0};
+  try {
+    reader.read_model(target);
+    FAIL() << "a [64, 16] tensor loaded into [8, 16]";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find(shard_.string()), std::string::npos) << e.message();
+  }
+}
+
+}  // namespace
+}  // namespace tessera
