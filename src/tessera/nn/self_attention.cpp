@@ -26,15 +26,16 @@ ops::AttentionParams SelfAttention::params(const DropoutContext& dropout) const 
   p.head_dim = shape_.hidden_size / shape_.num_heads;
   p.causal = true;
   p.dropout = dropout.training ? shape_.attention_dropout : 0.0;
+  // This rank's heads are heads [rank * na/tp, (rank + 1) * na/tp) of the unsplit attention: draw
+  // their dropout masks by the unsplit probs index, as TP = 1 does.
+  p.dropout_heads = shape_.num_heads;
+  p.dropout_first_head = tp_.rank * p.num_heads;
   return p;
 }
 
 RandomStream SelfAttention::dropout_stream(const DropoutContext& dropout) const {
-  std::string site = name_ + ".attention_dropout";
-  if (!tp_.enabled()) return dropout.stream(site);
-  // probs' flat index is local to this rank's heads: draw from a per-TP-rank stream instead.
-  return RandomStream(dropout.seed, mix_stream(mix_stream(stream_id(site), dropout.pass_key),
-                                               2718 + static_cast<uint64_t>(tp_.rank)));
+  // One stream for every TP rank: params() places this rank's heads in the unsplit index space.
+  return dropout.stream(name_ + ".attention_dropout");
 }
 
 Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch,

@@ -24,7 +24,13 @@ cpu::AttentionDims attention_dims(const char* op, const Tensor& qkv, const Atten
   if (qkv.ndim() != 3 || qkv.dim(2) != width)
     TESSERA_FAIL(op, ": qkv must be [s, b, (num_heads + 2 num_query_groups) head_dim] = [s, b, ", width,
                  "], got ", qkv.describe());
+  const int64_t dropout_heads = params.dropout_heads > 0 ? params.dropout_heads : params.num_heads;
+  TESSERA_CHECK(params.dropout_first_head >= 0 && params.dropout_first_head + params.num_heads <= dropout_heads, op,
+                ": dropout heads [", params.dropout_first_head, ", ", params.dropout_first_head + params.num_heads,
+                ") must lie within the ", dropout_heads, " heads of dropout_heads");
   cpu::AttentionDims dims;
+  dims.dropout_heads = dropout_heads;
+  dims.dropout_first_head = params.dropout_first_head;
   dims.seq = qkv.dim(0);
   dims.batch = qkv.dim(1);
   dims.num_heads = params.num_heads;

@@ -18,6 +18,11 @@ struct AttentionParams {
   int64_t head_dim = 1;
   bool causal = true;
   double dropout = 0.0;
+  // Dropout counts probs' flat index in an attention of dropout_heads heads (0: num_heads) whose
+  // head dropout_first_head is this call's head 0: a tensor-parallel rank's heads draw the masks the
+  // unsplit attention would ([b, dropout_heads, s, s] index), so TP reproduces TP = 1.
+  int64_t dropout_heads = 0;
+  int64_t dropout_first_head = 0;
 };
 
 void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,

@@ -65,9 +65,12 @@ int64_t value_from_last_stage(ParallelContext& context, int64_t value) {
 }
 
 int64_t pipeline_flops_parameter_count(const nn::ParameterStore& store, ParallelContext& context) {
-  int64_t n = store.numel();
-  if (int i = store.index_of("embedding.position_embeddings.weight"); i >= 0) n -= store.value(i).numel();
-  if (int i = store.index_of(kOutputLayer); i >= 0 && store.index_of(kWordEmbedding) < 0) n -= store.value(i).numel();
+  // Global (unsplit) sizes: every TP rank of a stage counts the whole parameter, so the sum over
+  // this rank's pipeline group (one TP rank per stage) counts each parameter of the model once.
+  const auto global_size = [&](int i) { return shape_numel(store.parameters()[static_cast<size_t>(i)].global_shape); };
+  int64_t n = store.global_numel();
+  if (int i = store.index_of("embedding.position_embeddings.weight"); i >= 0) n -= global_size(i);
+  if (int i = store.index_of(kOutputLayer); i >= 0 && store.index_of(kWordEmbedding) < 0) n -= global_size(i);
   if (context.pp_size() == 1) return n;
   Tensor t(&n, DType::i64, {1});
   context.pipeline().all_reduce(t);

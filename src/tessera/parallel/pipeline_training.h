@@ -25,8 +25,9 @@ void all_reduce_tied_embedding_grads(models::GPTModel& model, ParallelContext& c
 double value_from_last_stage(ParallelContext& context, double value);
 int64_t value_from_last_stage(ParallelContext& context, int64_t value);
 
-// Parameters counted for FLOPs over the whole pipeline: this rank's minus the position embedding
-// and minus the last stage's copy of the tied embedding, summed over the pipeline group.
+// Parameters counted for FLOPs over the whole model: the global (unsplit over TP) sizes of this
+// rank's parameters minus the position embedding and minus the last stage's copy of the tied
+// embedding, summed over the pipeline group, so each parameter counts once whatever TP and PP are.
 int64_t pipeline_flops_parameter_count(const nn::ParameterStore& store, ParallelContext& context);
 
 // Gathers every stage's peak activation bytes and in-flight micro-batches of `measured` (a step

@@ -170,6 +170,50 @@ TEST(OpsAttention, BackwardCausalPaddingGqaDropout) {
 TEST(OpsAttention, BackwardFullMha) { expect_backward_matches_finite_differences({4, 2, 2, 2, 4, false, 0.0, false}); }
 TEST(OpsAttention, BackwardMqaDropout) { expect_backward_matches_finite_differences({6, 1, 3, 1, 2, true, 0.2, false}); }
 
+// Tensor parallelism: each half of the query groups (with its heads), run with dropout_heads /
+// dropout_first_head, draws the unsplit attention's dropout masks, so its out and dqkv equal that
+// half of the whole attention's; a head range outside dropout_heads is an error.
+TEST(OpsAttention, HeadSliceDrawsTheUnsplitDropoutMasks) {
+  const Config c{5, 2, 4, 2, 3, true, 0.3, true};
+  const int64_t width = (c.na + 2 * c.ng) * c.hn, parts = 2;
+  const int64_t part_width = width / parts, part_heads = c.na / parts, part_out = part_heads * c.hn;
+  OwnedTensor qkv(DType::f64, {c.s, c.b, width}), mask(DType::u8, {c.b, c.s});
+  OwnedTensor out(DType::f64, {c.s, c.b, c.na * c.hn}), probs(DType::f64, {c.b, c.na, c.s, c.s});
+  OwnedTensor dout(DType::f64, {c.s, c.b, c.na * c.hn}), dqkv(DType::f64, {c.s, c.b, width});
+  test::fill_normal(qkv, 11);
+  test::fill_normal(dout, 12);
+  fill_padding(mask, c);
+  const RandomStream stream(31, 32);
+  ops::attention_forward(qkv, mask, params_of(c), stream, out, probs);
+  ops::attention_backward(dout, qkv, probs, params_of(c), stream, dqkv);
+  for (int64_t r = 0; r < parts; ++r) {
+    OwnedTensor qkv_r(DType::f64, {c.s, c.b, part_width}), dout_r(DType::f64, {c.s, c.b, part_out});
+    OwnedTensor out_r(DType::f64, {c.s, c.b, part_out}), probs_r(DType::f64, {c.b, part_heads, c.s, c.s});
+    OwnedTensor dqkv_r(DType::f64, {c.s, c.b, part_width});
+    for (int64_t row = 0; row < c.s * c.b; ++row) {
+      for (int64_t k = 0; k < part_width; ++k) qkv_r.at<double>(row * part_width + k) = qkv.at<double>(row * width + r * part_width + k);
+      for (int64_t k = 0; k < part_out; ++k)
+        dout_r.at<double>(row * part_out + k) = dout.at<double>(row * c.na * c.hn + r * part_out + k);
+    }
+    ops::AttentionParams p = params_of({c.s, c.b, part_heads, c.ng / parts, c.hn, c.causal, c.dropout, c.padding});
+    p.dropout_heads = c.na;
+    p.dropout_first_head = r * part_heads;
+    ops::attention_forward(qkv_r, mask, p, stream, out_r, probs_r);
+    ops::attention_backward(dout_r, qkv_r, probs_r, p, stream, dqkv_r);
+    for (int64_t row = 0; row < c.s * c.b; ++row) {
+      for (int64_t k = 0; k < part_out; ++k)
+        EXPECT_NEAR(out_r.at<double>(row * part_out + k), out.at<double>(row * c.na * c.hn + r * part_out + k), 1e-12)
+            << "part " << r << " out row " << row << " column " << k;
+      for (int64_t k = 0; k < part_width; ++k)
+        EXPECT_NEAR(dqkv_r.at<double>(row * part_width + k), dqkv.at<double>(row * width + r * part_width + k), 1e-12)
+            << "part " << r << " dqkv row " << row << " column " << k;
+    }
+    p.dropout_first_head = c.na - 1;
+    test::expect_error_containing([&] { ops::attention_forward(qkv_r, mask, p, stream, out_r, probs_r); },
+                                  {"dropout heads [3, 5)", "4 heads"});
+  }
+}
+
 TEST(OpsAttention, ArgumentErrors) {
   const Config c{4, 2, 4, 2, 3, true, 0.0, false};
   OwnedTensor qkv(DType::f32, {4, 2, 24}), out(DType::f32, {4, 2, 12}), probs(DType::f32, {2, 4, 4, 4});

@@ -20,6 +20,7 @@ struct HeadViews {
   int64_t q_offset, k_offset, v_offset, qkv_row_stride;
   int64_t out_offset, out_row_stride;
   int64_t probs_offset;
+  int64_t dropout_offset;  // flat index of the block's first element in the dropout index space
 };
 
 HeadViews head_views(const AttentionDims& d, int64_t batch_index, int64_t head) {
@@ -35,6 +36,8 @@ HeadViews head_views(const AttentionDims& d, int64_t batch_index, int64_t head) 
   v.out_offset = batch_index * d.num_heads * d.head_dim + head * d.head_dim;
   v.out_row_stride = d.batch * d.num_heads * d.head_dim;
   v.probs_offset = (batch_index * d.num_heads + head) * d.seq * d.seq;
+  const int64_t dropout_heads = d.dropout_heads > 0 ? d.dropout_heads : d.num_heads;
+  v.dropout_offset = (batch_index * dropout_heads + d.dropout_first_head + head) * d.seq * d.seq;
   return v;
 }
 
@@ -90,7 +93,7 @@ void attention_forward(const T* qkv, const uint8_t* key_padding_mask, const Atte
       }
       const T* weights = p;
       if (dropout > 0.0) {
-        apply_probs_dropout(p, s * s, dropout, dropout_stream, v.probs_offset, dropped.data());
+        apply_probs_dropout(p, s * s, dropout, dropout_stream, v.dropout_offset, dropped.data());
         weights = dropped.data();
       }
       // out = weights . v  ([s, hn])
@@ -116,7 +119,7 @@ void attention_backward(const T* dout, const T* qkv, const T* probs, const Atten
       const T* p = probs + v.probs_offset;
       const T* weights = p;
       if (dropout > 0.0) {
-        apply_probs_dropout(p, s * s, dropout, dropout_stream, v.probs_offset, dropped.data());
+        apply_probs_dropout(p, s * s, dropout, dropout_stream, v.dropout_offset, dropped.data());
         weights = dropped.data();
       }
       // dv += weights^T . dout  ([s, hn])

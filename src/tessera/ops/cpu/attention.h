@@ -13,6 +13,10 @@ struct AttentionDims {
   int64_t num_heads = 0;         // na
   int64_t num_query_groups = 0;  // ng, divides na
   int64_t head_dim = 0;          // hn
+  // Dropout index space: probs of dropout_heads heads (>= num_heads), this call's heads starting at
+  // dropout_first_head (a tensor-parallel slice of the unsplit attention; see ops/attention.h).
+  int64_t dropout_heads = 0;       // 0: num_heads
+  int64_t dropout_first_head = 0;
 };
 
 // qkv [s, b, (na + 2 ng) hn]; key_padding_mask u8 [b, s] (1 = attend) or null; out [s, b, na hn];

@@ -161,6 +161,9 @@ AttentionLayout attention_layout(const char* op, const Tensor& qkv, const Attent
   TESSERA_CHECK(p.num_heads % p.num_query_groups == 0, op, ": num_heads (", p.num_heads,
                 ") must be a multiple of num_query_groups (", p.num_query_groups, ")");
   TESSERA_CHECK(p.dropout >= 0.0 && p.dropout < 1.0, op, ": attention dropout must be in [0, 1), got ", p.dropout);
+  TESSERA_CHECK(p.dropout == 0.0 || ((p.dropout_heads == 0 || p.dropout_heads == p.num_heads) && p.dropout_first_head == 0),
+                op, ": attention dropout indexed over ", p.dropout_heads, " heads from head ", p.dropout_first_head,
+                " (tensor-parallel attention dropout) has no CUDA kernel yet; the kernels index probs' own heads");
   require_storage_dtype(op, qkv, "qkv");
   const int64_t width = (p.num_heads + 2 * p.num_query_groups) * p.head_dim;
   if (qkv.ndim() != 3 || qkv.dim(2) != width)
