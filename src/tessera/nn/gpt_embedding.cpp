@@ -5,23 +5,29 @@
 #include "tessera/ops/dropout.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/embedding.h"
+#include "tessera/ops/half_compute.h"
 #include "tessera/parallel/tp_mappings.h"
 
 namespace tessera::nn {
 
 namespace {
 
-// out[i] = table[ids[i] - start] for ids in [start, start + rows), zero rows elsewhere.
-template <typename T>
+// out[i] = table[ids[i] - start] for ids in [start, start + rows), zero rows elsewhere. A pure copy, so
+// it works on the stored bits of any float dtype (f32, f64, bf16, f16: all-zero bits are +0 in each).
 void partial_lookup(const Tensor& ids, const Tensor& table, int64_t start, const Tensor& out) {
+  TESSERA_CHECK(dtype_is_floating(table.dtype()) && out.dtype() == table.dtype(),
+                "vocab-parallel embedding: table and output must share a float dtype, got ", table.describe(), " and ",
+                out.describe());
   const int32_t* id = ids.data_as<int32_t>();
-  const T* w = table.data_as<T>();
-  T* y = out.data_as<T>();
-  int64_t rows = table.dim(0), h = table.dim(1);
+  const auto* w = static_cast<const char*>(table.data());
+  auto* y = static_cast<char*>(out.data());
+  int64_t rows = table.dim(0);
+  auto row_bytes = static_cast<size_t>(table.dim(1)) * dtype_size(table.dtype());
   for (int64_t i = 0; i < ids.numel(); ++i) {
     int64_t local = static_cast<int64_t>(id[i]) - start;
-    if (local >= 0 && local < rows) std::memcpy(y + i * h, w + local * h, static_cast<size_t>(h) * sizeof(T));
-    else std::memset(y + i * h, 0, static_cast<size_t>(h) * sizeof(T));
+    char* dst = y + static_cast<size_t>(i) * row_bytes;
+    if (local >= 0 && local < rows) std::memcpy(dst, w + static_cast<size_t>(local) * row_bytes, row_bytes);
+    else std::memset(dst, 0, row_bytes);
   }
 }
 
@@ -63,9 +69,7 @@ Tensor GPTEmbedding::forward(Arena& arena, const Tensor& ids, const Tensor& posi
   if (!tp_.enabled()) {
     ops::embedding_forward(ids, store_->value(word_), words);
   } else {
-    if (store_->dtype() == DType::f32) partial_lookup<float>(ids, store_->value(word_), vocab_start_, words);
-    else if (store_->dtype() == DType::f64) partial_lookup<double>(ids, store_->value(word_), vocab_start_, words);
-    else TESSERA_FAIL("vocab-parallel embedding: unsupported dtype ", dtype_name(store_->dtype()));
+    partial_lookup(ids, store_->value(word_), vocab_start_, words);
     words = tp_.sequence_parallel ? parallel::reduce_scatter_to_sp_forward(arena, words, tp_)
                                   : parallel::reduce_from_tp_forward(arena, words, tp_);
   }
@@ -95,8 +99,17 @@ void GPTEmbedding::backward(Arena& arena, const Tensor& dout, const Tensor& ids,
   }
   Tensor dwords = tp_.sequence_parallel ? parallel::reduce_scatter_to_sp_backward(arena, d, tp_)
                                         : parallel::reduce_from_tp_backward(d, tp_);
-  if (store_->dtype() == DType::f32) partial_scatter_add<float>(ids, dwords, vocab_start_, store_->grad(word_));
-  else partial_scatter_add<double>(ids, dwords, vocab_start_, store_->grad(word_));
+  const Tensor& dtable = store_->grad(word_);
+  TESSERA_CHECK(dwords.dtype() == dtable.dtype(), "vocab-parallel embedding backward: gradient ", dwords.describe(),
+                " and table gradient ", dtable.describe(), " differ in dtype");
+  if (dtable.dtype() == DType::f32) partial_scatter_add<float>(ids, dwords, vocab_start_, dtable);
+  else if (dtable.dtype() == DType::f64) partial_scatter_add<double>(ids, dwords, vocab_start_, dtable);
+  else if (ops::detail::is_half(dtable.dtype()))  // bf16 / f16 storage, f32 accumulation
+    ops::detail::compute_in_f32({dwords, dtable}, {false, true}, [&](const std::vector<Tensor>& t) {
+      partial_scatter_add<float>(ids, t[0], vocab_start_, t[1]);
+    });
+  else TESSERA_FAIL("vocab-parallel embedding backward: unsupported dtype ", dtype_name(dtable.dtype()),
+                    " (allowed: f32, f64, bf16, f16)");
 }
 
 }  // namespace tessera::nn

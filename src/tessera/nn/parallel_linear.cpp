@@ -1,5 +1,6 @@
 #include "tessera/nn/parallel_linear.h"
 
+#include "tessera/ops/half_compute.h"
 #include "tessera/ops/linear.h"
 #include "tessera/parallel/tp_mappings.h"
 
@@ -25,16 +26,31 @@ void accumulate_bias_grad_t(const Tensor& dout, const Tensor& dbias) {
     for (int64_t j = 0; j < k; ++j) db[j] += d[i * k + j];
 }
 
+void require_same_dtype(const Tensor& rows, const Tensor& bias, const char* what) {
+  TESSERA_CHECK(rows.dtype() == bias.dtype(), "RowParallelLinear ", what, ": ", rows.describe(), " and bias ",
+                bias.describe(), " differ in dtype");
+}
+
+// bf16 / f16 go through f32 copies (f32 compute, one rounding of the result), as the ops do.
 void add_bias_rows(const Tensor& out, const Tensor& bias) {
+  require_same_dtype(out, bias, "bias add");
   if (out.dtype() == DType::f32) add_bias_rows_t<float>(out, bias);
   else if (out.dtype() == DType::f64) add_bias_rows_t<double>(out, bias);
-  else TESSERA_FAIL("RowParallelLinear: no bias add for ", dtype_name(out.dtype()));
+  else if (ops::detail::is_half(out.dtype()))
+    ops::detail::compute_in_f32({out, bias}, {true, false},
+                                [](const std::vector<Tensor>& t) { add_bias_rows_t<float>(t[0], t[1]); });
+  else TESSERA_FAIL("RowParallelLinear: no bias add for ", dtype_name(out.dtype()), " (allowed: f32, f64, bf16, f16)");
 }
 
 void accumulate_bias_grad(const Tensor& dout, const Tensor& dbias) {
+  require_same_dtype(dout, dbias, "bias gradient");
   if (dout.dtype() == DType::f32) accumulate_bias_grad_t<float>(dout, dbias);
   else if (dout.dtype() == DType::f64) accumulate_bias_grad_t<double>(dout, dbias);
-  else TESSERA_FAIL("RowParallelLinear: no bias gradient for ", dtype_name(dout.dtype()));
+  else if (ops::detail::is_half(dout.dtype()))
+    ops::detail::compute_in_f32({dout, dbias}, {false, true},
+                                [](const std::vector<Tensor>& t) { accumulate_bias_grad_t<float>(t[0], t[1]); });
+  else TESSERA_FAIL("RowParallelLinear: no bias gradient for ", dtype_name(dout.dtype()),
+                    " (allowed: f32, f64, bf16, f16)");
 }
 
 void check_divisible(const std::string& name, const char* what, int64_t features, int tp) {

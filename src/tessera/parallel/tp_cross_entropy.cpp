@@ -7,6 +7,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/ops/cross_entropy.h"
+#include "tessera/ops/half_compute.h"
 
 namespace tessera::parallel {
 
@@ -98,7 +99,13 @@ void vocab_parallel_cross_entropy_forward(const Tensor& logits, const Tensor& ta
   check_args(logits, targets, losses, "vocab_parallel_cross_entropy_forward");
   check_targets(targets, valid_vocab, "vocab_parallel_cross_entropy_forward");
   if (logits.dtype() == DType::f32) forward_t<float>(logits, targets, vocab_start, valid_vocab, tp, losses, log_sum_exp);
-  else TESSERA_FAIL("vocab_parallel_cross_entropy_forward: TP > 1 needs f32 logits, got ", logits.describe());
+  else if (ops::detail::is_half(logits.dtype()))  // bf16 / f16 storage, f32 compute and f32 all-reduces
+    ops::detail::compute_in_f32({logits, losses, log_sum_exp}, {false, true, true},
+                                [&](const std::vector<Tensor>& t) {
+                                  forward_t<float>(t[0], targets, vocab_start, valid_vocab, tp, t[1], t[2]);
+                                });
+  else TESSERA_FAIL("vocab_parallel_cross_entropy_forward: unsupported logits ", logits.describe(),
+                    " (allowed: f32, bf16, f16)");
 }
 
 void vocab_parallel_cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& log_sum_exp,
@@ -112,7 +119,13 @@ void vocab_parallel_cross_entropy_backward(const Tensor& logits, const Tensor& t
   expect_same_shape(logits, dlogits, "vocab_parallel_cross_entropy_backward dlogits");
   if (logits.dtype() == DType::f32)
     backward_t<float>(logits, targets, log_sum_exp, dlosses, vocab_start, valid_vocab, dlogits);
-  else TESSERA_FAIL("vocab_parallel_cross_entropy_backward: TP > 1 needs f32 logits, got ", logits.describe());
+  else if (ops::detail::is_half(logits.dtype()))  // bf16 / f16 storage, f32 compute
+    ops::detail::compute_in_f32({logits, log_sum_exp, dlosses, dlogits}, {false, false, false, true},
+                                [&](const std::vector<Tensor>& t) {
+                                  backward_t<float>(t[0], targets, t[1], t[2], vocab_start, valid_vocab, t[3]);
+                                });
+  else TESSERA_FAIL("vocab_parallel_cross_entropy_backward: unsupported logits ", logits.describe(),
+                    " (allowed: f32, bf16, f16)");
 }
 
 }  // namespace tessera::parallel
