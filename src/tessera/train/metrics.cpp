@@ -75,7 +75,8 @@ void MetricsWriter::write_eval(int64_t iteration, double eval_loss) {
   if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");
 }
 
-ProgressBar::ProgressBar(int64_t total) : total_(total), active_(isatty(STDOUT_FILENO) == 1) {}
+ProgressBar::ProgressBar(int64_t total)
+    : total_(total), active_(log::is_output_rank() && isatty(STDOUT_FILENO) == 1) {}
 
 void ProgressBar::update(int64_t done, double seconds_per_iteration) {
   if (!active_) return;

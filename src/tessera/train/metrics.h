@@ -32,7 +32,7 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
-// A one-line progress bar redrawn in place; only draws when stdout is a terminal.
+// A one-line progress bar redrawn in place; only the output rank draws it, on a terminal.
 class ProgressBar {
  public:
   explicit ProgressBar(int64_t total);
