@@ -322,6 +322,11 @@ void GPT2BPETokenizer::encode_pretoken(std::string_view bytes, std::vector<int32
   }
   // Pre-tokens too long for the cache (rare in prose) are merged every time.
   if (cache_.append_cached(bytes, out)) return;
+  const size_t first = out.size();
+  if (shared_cache_ && shared_cache_->append_cached(bytes, out)) {
+    cache_.insert(bytes, std::span<const int32_t>(out.data() + first, out.size() - first));
+    return;
+  }
   bytes_to_symbols(bytes, scratch);
   if (scratch.size() <= kMaxScanSymbols) {
     merge_by_scan(scratch);
@@ -330,7 +335,12 @@ void GPT2BPETokenizer::encode_pretoken(std::string_view bytes, std::vector<int32
   }
   for (int32_t& s : scratch) s = symbol_id_[static_cast<size_t>(s)];
   cache_.insert(bytes, scratch);
+  if (shared_cache_) shared_cache_->insert(bytes, scratch);
   out.insert(out.end(), scratch.begin(), scratch.end());
+}
+
+std::shared_ptr<BpeCache> GPT2BPETokenizer::make_shared_cache() {
+  return std::make_shared<BpeCache>(kCacheSlotsPerShard);
 }
 
 std::vector<int32_t> GPT2BPETokenizer::tokenize(std::string_view text) const {

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "tessera/data/tokenizer.h"
+#include <memory>
+
 #include "tessera/data/tokenizer_bpe_cache.h"
 
 namespace tessera::data {
@@ -37,6 +39,10 @@ class GPT2BPETokenizer final : public Tokenizer {
   std::vector<int32_t> bpe_by_scan(std::string_view bytes) const;
   std::vector<int32_t> bpe_by_heap(std::string_view bytes) const;
   size_t cache_entries() const { return cache_.size(); }
+  // A second-level cache shared with other instances: each tessera-preprocess worker owns a
+  // tokenizer (uncontended first-level lookups) and the workers share every pre-token's first BPE.
+  void share_cache(std::shared_ptr<BpeCache> shared) { shared_cache_ = std::move(shared); }
+  static std::shared_ptr<BpeCache> make_shared_cache();
 
  private:
   struct Merge {
@@ -78,6 +84,7 @@ class GPT2BPETokenizer final : public Tokenizer {
   int64_t vocab_size_ = 0;
   int32_t eod_id_ = -1;
   mutable BpeCache cache_;
+  std::shared_ptr<BpeCache> shared_cache_;
 };
 
 }  // namespace tessera::data

@@ -196,3 +196,29 @@ TEST(Gpt2Bpe, MalformedFilesAreConfigErrors) {
 
 }  // namespace
 }  // namespace tessera::data
+
+namespace tessera::data {
+namespace {
+
+// Two tokenizers sharing a second-level cache (as tessera-preprocess's workers do) give exactly
+// the ids of an unshared tokenizer, and the second one is served from what the first merged.
+TEST(Gpt2Bpe, SharedSecondLevelCacheGivesTheSameIds) {
+  const std::string vocab = (test::gpt2_dir() / "vocab.json").string();
+  const std::string merges = (test::gpt2_dir() / "merges.txt").string();
+  GPT2BPETokenizer first(vocab, merges), second(vocab, merges);
+  auto shared = GPT2BPETokenizer::make_shared_cache();
+  first.share_cache(shared);
+  second.share_cache(shared);
+  const std::string text = "It is a truth universally acknowledged, that a single man in possession of a good "
+                           "fortune, must be in want of a wife. Naïve café-goers weren't 2024's crowd.";
+  const auto expected = gpt2().tokenize(text);
+  EXPECT_EQ(first.tokenize(text), expected);
+  EXPECT_GT(shared->size(), 0u);
+  const size_t shared_entries = shared->size();
+  EXPECT_EQ(second.tokenize(text), expected);
+  EXPECT_EQ(shared->size(), shared_entries);  // nothing new to merge: every pre-token came from the shared level
+  EXPECT_GT(second.cache_entries(), 0u);      // and was copied into the second tokenizer's own cache
+}
+
+}  // namespace
+}  // namespace tessera::data
