@@ -65,4 +65,31 @@ void cross_entropy_backward(DType t, const void* logits, const int32_t* targets,
                             const void* dlosses, int64_t n, int64_t vocab, int64_t valid_vocab, void* dlogits,
                             cudaStream_t s);
 
+// --- embedding.cu (vocabulary-parallel): table rows are ids [first_id, first_id + vocab); other ids
+// give `outside` rows (0 for the TP partial lookup) in forward and are skipped in backward.
+void vocab_parallel_embedding_forward(DType t, const int32_t* ids, int64_t n, const void* table, int64_t first_id,
+                                      int64_t vocab, int64_t hidden, void* out, cudaStream_t s, float outside = 0.0f);
+void vocab_parallel_embedding_backward(DType t, const int32_t* ids, int64_t n, const void* dout, int64_t first_id,
+                                       int64_t vocab, int64_t hidden, DType g, void* dtable, cudaStream_t s);
+
+// --- bias_rows.cu: out[r, c] += bias[c] (same dtype t).
+void add_bias_rows(DType t, void* out, const void* bias, int64_t rows, int64_t cols, cudaStream_t s);
+
+// --- loss.cu
+// *total (device double) += sum over i with mask[i] != 0 of mask[i] * values[i] (values, mask of loss_t).
+void masked_sum(DType loss_t, const void* values, const void* mask, int64_t n, double* total, cudaStream_t s);
+// Vocabulary-parallel cross entropy on this rank's columns [vocab_start, vocab_start + valid) of the
+// real vocabulary (logits [n, vocab] of t, columns >= valid are padding): row maxima, then (after the
+// max all-reduce) sums[2 row] = target logit - max (0 when the target is elsewhere) and
+// sums[2 row + 1] = sum exp(logit - max), then (after the sum all-reduce) losses and lse.
+void vocab_parallel_row_max(DType t, const void* logits, int64_t n, int64_t vocab, int64_t valid, float* row_max,
+                            cudaStream_t s);
+void vocab_parallel_sums(DType t, const void* logits, const int32_t* targets, int64_t n, int64_t vocab, int64_t valid,
+                         int64_t vocab_start, const float* row_max, float* sums, cudaStream_t s);
+void vocab_parallel_finish(const float* row_max, const float* sums, int64_t n, DType loss_t, void* losses,
+                           void* log_sum_exp, cudaStream_t s);
+void vocab_parallel_backward(DType t, const void* logits, const int32_t* targets, DType loss_t,
+                             const void* log_sum_exp, const void* dlosses, int64_t n, int64_t vocab, int64_t valid,
+                             int64_t vocab_start, void* dlogits, cudaStream_t s);
+
 }  // namespace tessera::kernels

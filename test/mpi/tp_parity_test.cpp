@@ -232,7 +232,7 @@ std::vector<double> train_run_mixed(const RunSpec& spec, parallel::ParallelConte
   parallel::TensorParallel tp = tp_view(ctx, sequence_parallel);
   models::GPTModel model(spec.model, spec.vocab, dtype, Device::cpu(), {models::GPTChunkLayout{}}, tp);
   auto& store = model.parameters();
-  optim::initialize_params_through_f32(store, spec.seed);
+  store.initialize(spec.seed);
   optim::DistributedOptimizerOptions options;
   options.dynamic_loss_scaling = dtype == DType::f16;
   options.scaler.initial_scale = 1024.0;

@@ -6,6 +6,7 @@
 
 #include "ckpt_bench.h"
 #include "comm_bench.h"
+#include "train_bench.h"
 #include "tessera/core/error.h"
 #include "tessera/runtime/main_guard.h"
 #include "tessera/runtime/runtime.h"
@@ -85,6 +86,32 @@ int ckpt_main(const std::vector<std::string>& args) {
   return bench::run_ckpt_bench(o);
 }
 
+int train_main(const std::vector<std::string>& args) {
+  bench::TrainBenchOptions o;
+  po::options_description desc("tessera-bench train options");
+  desc.add_options()
+      ("help,h", "print this help and exit")
+      ("config", po::value(&o.config)->required(), "tessera-train TOML config (e.g. share/configs/bench/gpt2-124m.toml)")
+      ("set", po::value(&o.overrides)->composing(), "override a key: table.key=value (repeatable)")
+      ("label", po::value(&o.label)->default_value(o.label), "name printed in the JSON (default: the config file name)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    if (vm.count("help")) {
+      if (Runtime::get().world_rank() == 0)
+        std::cout << "usage: [mpirun -np N] tessera-bench train --config FILE [--set table.key=value ...]\n"
+                  << "Trains the config with the real Trainer and prints one JSON object: tokens/s, ms per step,\n"
+                  << "TFLOP/s and MFU per device (6N + 12*L*h*s FLOPs per token), peak memory. Iteration 1 is not timed.\n\n"
+                  << desc << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    TESSERA_CONFIG_FAIL("tessera-bench train: ", e.what(), " (see tessera-bench train --help)");
+  }
+  return bench::run_train_bench(o);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,7 +122,8 @@ int main(int argc, char** argv) {
       if (rank0)
         std::cout << "usage: tessera-bench COMMAND [options]\n\ncommands:\n"
                   << "  comm    collective bandwidth through Tessera's communicators (tessera-bench comm --help)\n"
-                  << "  ckpt    checkpoint save / load bandwidth (tessera-bench ckpt --help)\n\n"
+                  << "  ckpt    checkpoint save / load bandwidth (tessera-bench ckpt --help)\n"
+                  << "  train   training throughput of a config (tessera-bench train --help)\n\n"
                   << "options:\n  --help     print this help and exit\n  --version  print the version and exit\n";
       return args.empty() ? 2 : 0;
     }
@@ -105,7 +133,8 @@ int main(int argc, char** argv) {
     }
     if (args[0] == "comm") return comm_main(std::vector<std::string>(args.begin() + 1, args.end()));
     if (args[0] == "ckpt") return ckpt_main(std::vector<std::string>(args.begin() + 1, args.end()));
+    if (args[0] == "train") return train_main(std::vector<std::string>(args.begin() + 1, args.end()));
     TESSERA_CONFIG_FAIL("tessera-bench: unknown command \"", args[0],
-                        "\"; allowed: comm, ckpt (see tessera-bench --help)");
+                        "\"; allowed: comm, ckpt, train (see tessera-bench --help)");
   });
 }

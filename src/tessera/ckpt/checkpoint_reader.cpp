@@ -7,7 +7,9 @@
 #include <set>
 
 #include "tessera/ckpt/checkpoint_layout.h"
+#include "tessera/core/buffer.h"
 #include "tessera/core/half.h"
+#include "tessera/ops/elementwise.h"
 
 namespace tessera::ckpt {
 
@@ -306,12 +308,22 @@ std::vector<double> CheckpointReader::local_values(const std::string& kind, cons
   return local;
 }
 
+namespace {
+// Converts the doubles into `out` (any device): directly on the host, through a host copy for a GPU.
+void store_values(const double* values, const Tensor& out) {
+  if (out.device().is_cpu()) return from_double(values, out.numel(), out.data(), out.dtype());
+  Buffer staged(out.nbytes());
+  from_double(values, out.numel(), staged.data(), out.dtype());
+  ops::copy(staged.as_tensor(out.dtype(), out.shape()), out);
+  ops::synchronize(out.device());  // the staging buffer is freed on return
+}
+}  // namespace
+
 void CheckpointReader::read_model(const TensorShard& target, const std::string& source_name) const {
   const std::string& name = source_name.empty() ? target.name : source_name;
-  TESSERA_CHECK(target.local.device().is_cpu(), "loading ", target.name, ": target must be a CPU tensor");
   std::string kind = has("main_param", name) ? "main_param" : "param";
   std::vector<double> values = local_values(kind, name, target);
-  from_double(values.data(), target.local.numel(), target.local.data(), target.local.dtype());
+  store_values(values.data(), target.local);
 }
 
 void CheckpointReader::read_optimizer(const std::string& kind, const OptimizerSlice& slice, const Tensor& out,
@@ -322,7 +334,7 @@ void CheckpointReader::read_optimizer(const std::string& kind, const OptimizerSl
   std::vector<double> values = local_values(source_kind, name, slice.param);
   TESSERA_CHECK(slice.flat_offset + slice.count <= static_cast<int64_t>(values.size()), "optimizer slice of ", name,
                 " exceeds its shard");
-  from_double(values.data() + slice.flat_offset, slice.count, out.data(), DType::f32);
+  store_values(values.data() + slice.flat_offset, out);
 }
 
 }  // namespace tessera::ckpt

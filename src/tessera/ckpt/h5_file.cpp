@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tessera/core/buffer.h"
+#include "tessera/ops/elementwise.h"
+
 namespace tessera::ckpt {
 
 namespace {
@@ -188,8 +191,10 @@ std::vector<int64_t> h5_attr_ints(hid_t object, const std::string& name) {
   return value;
 }
 
-void h5_write_tensor(hid_t parent, const std::string& name, const Tensor& tensor) {
-  TESSERA_CHECK(tensor.device().is_cpu(), "checkpoint tensor ", name, " must be on the CPU, got ", tensor.describe());
+void h5_write_tensor(hid_t parent, const std::string& name, const Tensor& device_tensor) {
+  Buffer staged(device_tensor.device().is_cpu() ? 0 : device_tensor.nbytes());  // a GPU tensor is written from a host copy
+  const Tensor tensor = device_tensor.device().is_cpu() ? device_tensor : staged.as_tensor(device_tensor.dtype(), device_tensor.shape());
+  if (!device_tensor.device().is_cpu()) ops::copy(device_tensor, tensor);  // waits for the copy
   std::vector<hsize_t> dims(tensor.shape().begin(), tensor.shape().end());
   H5Id space(dims.empty() ? TESSERA_H5_CHECK(H5Screate(H5S_SCALAR), "dataset ", name)
                           : TESSERA_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),

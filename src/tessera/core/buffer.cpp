@@ -70,8 +70,7 @@ Tensor Arena::allocate(DType dtype, Shape shape) {
     Buffer& block = blocks_[block_index_];
     if (block_offset_ + bytes <= block.size()) {
       Tensor t = block.as_tensor(dtype, std::move(shape), block_offset_);
-      if (device_.is_cpu()) std::memset(t.data(), 0, t.nbytes());
-      else device_memset_zero(t.data(), t.nbytes(), device_);
+      if (device_.is_cpu()) std::memset(t.data(), 0, t.nbytes());  // device ops write their outputs whole
       block_offset_ += bytes;
       used_ += bytes;
       peak_ = std::max(peak_, used_);

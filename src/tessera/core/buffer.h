@@ -32,7 +32,7 @@ class Buffer {
 class Arena {
  public:
   explicit Arena(size_t block_bytes = size_t(64) << 20, Device device = Device::cpu());
-  Tensor allocate(DType dtype, Shape shape);  // zero-filled on the CPU
+  Tensor allocate(DType dtype, Shape shape);  // zero-filled on the CPU, uninitialised on a GPU
   size_t mark() const { return used_; }       // bytes handed out so far
   void reset();                               // every view handed out becomes invalid
   size_t peak_bytes() const { return peak_; }
@@ -53,5 +53,7 @@ class Arena {
 void* device_allocate(size_t bytes, Device device);
 void device_free(void* ptr, Device device);
 void device_memset_zero(void* ptr, size_t bytes, Device device);
+// The most device memory held through device_allocate at once so far (0 without CUDA).
+size_t device_peak_allocated_bytes();
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 #include "tessera/models/gpt.h"
 
 #include <cmath>
+#include <vector>
 
 #include "tessera/models/vocab.h"
 #include "tessera/ops/cross_entropy.h"
@@ -63,37 +64,59 @@ void GPTModel::require_single_chunk(const char* what) const {
                 " needs the whole model in one chunk");
 }
 
+DType GPTModel::loss_dtype() const { return store_.device().is_cuda() ? DType::f32 : store_.dtype(); }
+
+namespace {
+// A host vector as a tensor in the arena (on the arena's device).
+template <typename T>
+Tensor upload(Arena& arena, std::vector<T>& host) {
+  Tensor staged(host.data(), dtype_of<T>(), {static_cast<int64_t>(host.size())}, Device::cpu());
+  Tensor out = arena.allocate(dtype_of<T>(), staged.shape());
+  ops::copy(staged, out);
+  return out;
+}
+}  // namespace
+
 GPTInputs GPTModel::prepare(Arena& arena, const Tensor& tokens, const Tensor& loss_mask) const {
-  TESSERA_CHECK(tokens.ndim() == 2 && tokens.dtype() == DType::i32, "tokens must be i32 [b, s+1], got ",
-                tokens.describe());
+  TESSERA_CHECK(tokens.ndim() == 2 && tokens.dtype() == DType::i32 && tokens.device().is_cpu(),
+                "tokens must be host i32 [b, s+1], got ", tokens.describe());
   GPTInputs in;
   in.batch = tokens.dim(0);
   in.seq = tokens.dim(1) - 1;
   TESSERA_CHECK(in.seq >= 1 && in.seq <= config_.max_position_embeddings, "sequence length ", in.seq,
                 " outside [1, max_position_embeddings = ", config_.max_position_embeddings, "]");
   expect_tensor(loss_mask, DType::f32, {in.batch, in.seq}, "loss_mask");
-  int64_t n = in.seq * in.batch;
-  in.ids = arena.allocate(DType::i32, {n});
-  in.positions = arena.allocate(DType::i32, {n});
-  in.labels = arena.allocate(DType::i32, {n});
-  Tensor mask_f32 = arena.allocate(DType::f32, {n});
+  TESSERA_CHECK(loss_mask.device().is_cpu(), "loss_mask must be a host tensor, got ", loss_mask.describe());
+  const size_t n = static_cast<size_t>(in.seq * in.batch);
+  std::vector<int32_t> ids(n), positions(n), labels(n);
+  std::vector<float> mask_rows(n);
   const int32_t* tok = tokens.data_as<int32_t>();
   const float* mask = loss_mask.data_as<float>();
-  int32_t* ids = in.ids.data_as<int32_t>();
-  int32_t* pos = in.positions.data_as<int32_t>();
-  int32_t* labels = in.labels.data_as<int32_t>();
-  float* m = mask_f32.data_as<float>();
   for (int64_t s = 0; s < in.seq; ++s) {
     for (int64_t b = 0; b < in.batch; ++b) {
-      int64_t row = s * in.batch + b;
+      const size_t row = static_cast<size_t>(s * in.batch + b);
       ids[row] = tok[b * (in.seq + 1) + s];
       labels[row] = tok[b * (in.seq + 1) + s + 1];
-      pos[row] = static_cast<int32_t>(s);
-      m[row] = mask[b * in.seq + s];
+      positions[row] = static_cast<int32_t>(s);
+      mask_rows[row] = mask[b * in.seq + s];
+      in.token_count += mask_rows[row];
     }
   }
-  in.mask = arena.allocate(store_.dtype(), {n});
-  ops::copy(mask_f32, in.mask);
+  // Out-of-range ids would read outside the tables on the GPU: reject them here, on the host.
+  for (size_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= vocab_size_ || labels[i] < 0 || labels[i] >= vocab_size_)
+      TESSERA_FAIL("token id ", ids[i] < 0 || ids[i] >= vocab_size_ ? ids[i] : labels[i], " in micro-batch row ",
+                   i % static_cast<size_t>(in.batch), " is outside the vocabulary [0, ", vocab_size_, ")");
+  in.ids = upload(arena, ids);
+  in.positions = upload(arena, positions);
+  in.labels = upload(arena, labels);
+  Tensor mask_f32 = upload(arena, mask_rows);
+  if (loss_dtype() == DType::f32) {
+    in.mask = mask_f32;
+  } else {
+    in.mask = arena.allocate(loss_dtype(), {static_cast<int64_t>(n)});
+    ops::copy(mask_f32, in.mask);
+  }
   return in;
 }
 
@@ -125,21 +148,13 @@ Tensor GPTModel::forward_chunk(int c, Arena& arena, const GPTInputs& in, const T
 LossSum GPTModel::chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkActivations& acts_in) const {
   auto& acts = const_cast<GPTChunkActivations&>(acts_in);
   int64_t n = in.seq * in.batch;
-  Tensor losses = arena.allocate(store_.dtype(), {n});
-  acts.log_sum_exp = arena.allocate(store_.dtype(), {n});
+  Tensor losses = arena.allocate(loss_dtype(), {n});
+  acts.log_sum_exp = arena.allocate(loss_dtype(), {n});
   parallel::vocab_parallel_cross_entropy_forward(acts.logits, in.labels, tp_.rank * (padded_vocab_ / tp_.size),
                                                  vocab_size_, tp_, losses, acts.log_sum_exp);
-  Tensor losses64 = arena.allocate(DType::f64, {n});
-  Tensor mask64 = arena.allocate(DType::f64, {n});
-  ops::copy(losses, losses64);
-  ops::copy(in.mask, mask64);
   LossSum result;
-  const double* l = losses64.data_as<double>();
-  const double* m = mask64.data_as<double>();
-  for (int64_t i = 0; i < n; ++i) {
-    result.loss_sum += m[i] * l[i];
-    result.token_count += m[i];
-  }
+  result.loss_sum = ops::masked_sum(losses, in.mask);
+  result.token_count = in.token_count;
   return result;
 }
 
@@ -151,7 +166,7 @@ Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const 
   if (chunk.layout.has_head) {
     // d(loss_sum / token_count * grad_scale) / d(per-token loss) = mask * grad_scale / token_count
     int64_t n = in.seq * in.batch;
-    Tensor dlosses = arena.allocate(store_.dtype(), {n});
+    Tensor dlosses = arena.allocate(loss_dtype(), {n});
     if (token_count > 0) {
       ops::copy(in.mask, dlosses);
       ops::scale_inplace(dlosses, grad_scale / token_count);
@@ -201,16 +216,18 @@ Tensor GPTModel::forward_logits(Arena& arena, const Tensor& ids, const Tensor& k
   GPTInputs in;
   in.batch = batch;
   in.seq = seq;
-  in.ids = arena.allocate(DType::i32, {seq * batch});
-  in.positions = arena.allocate(DType::i32, {seq * batch});
+  TESSERA_CHECK(ids.device().is_cpu(), "ids must be a host tensor, got ", ids.describe());
+  std::vector<int32_t> row_ids(static_cast<size_t>(seq * batch)), row_positions(row_ids.size());
   const int32_t* src = ids.data_as<int32_t>();
   const int32_t* pos_src = position_ids.data() ? position_ids.data_as<int32_t>() : nullptr;
   for (int64_t s = 0; s < seq; ++s) {
     for (int64_t b = 0; b < batch; ++b) {
-      in.ids.data_as<int32_t>()[s * batch + b] = src[b * seq + s];
-      in.positions.data_as<int32_t>()[s * batch + b] = pos_src ? pos_src[b * seq + s] : static_cast<int32_t>(s);
+      row_ids[static_cast<size_t>(s * batch + b)] = src[b * seq + s];
+      row_positions[static_cast<size_t>(s * batch + b)] = pos_src ? pos_src[b * seq + s] : static_cast<int32_t>(s);
     }
   }
+  in.ids = upload(arena, row_ids);
+  in.positions = upload(arena, row_positions);
   GPTChunkActivations acts;
   Tensor logits = forward_chunk(0, arena, in, Tensor(), key_padding_mask, nn::DropoutContext{}, acts);
   logits = parallel::gather_from_tp_last_dim_forward(arena, logits, tp_);

@@ -34,8 +34,9 @@ struct GPTChunkLayout {
 
 // One micro-batch's inputs, sequence-major ([s, b] flattened), shared by every chunk.
 struct GPTInputs {
-  Tensor ids, positions, labels, mask;  // i32, i32, i32, compute dtype; [s*b] each
+  Tensor ids, positions, labels, mask;  // i32, i32, i32, loss dtype (GPTModel::loss_dtype); [s*b] each
   int64_t seq = 0, batch = 0;
+  double token_count = 0;               // sum of the loss mask (known on the host)
 };
 
 // What a chunk's forward saves for its backward (opaque to schedules).
@@ -61,7 +62,11 @@ class GPTModel {
   int num_chunks() const { return static_cast<int>(chunks_.size()); }
   const GPTChunkLayout& chunk_layout(int chunk) const { return chunks_.at(chunk).layout; }
 
-  // tokens: i32 [b, s+1] (inputs then shifted labels); loss_mask: f32 [b, s].
+  // Per-token losses, log-sum-exp and the loss mask: f32 on a GPU (the cross-entropy kernels
+  // accumulate in f32), the parameter dtype on the CPU.
+  DType loss_dtype() const;
+  // tokens: i32 [b, s+1] (inputs then shifted labels); loss_mask: f32 [b, s]; both on the host.
+  // The prepared, sequence-major inputs are uploaded to the arena's device.
   GPTInputs prepare(Arena& arena, const Tensor& tokens, const Tensor& loss_mask) const;
 
   // Chunk forward: input is the previous chunk's output [s*b, h] ([s*b/tp, h] under sequence

@@ -8,6 +8,10 @@
 #include "tessera/ops/half_compute.h"
 #include "tessera/parallel/tp_mappings.h"
 
+#ifdef TESSERA_HAVE_CUDA
+#include "tessera/ops/cuda/tp_ops_cuda.h"
+#endif
+
 namespace tessera::nn {
 
 namespace {
@@ -15,6 +19,9 @@ namespace {
 // out[i] = table[ids[i] - start] for ids in [start, start + rows), zero rows elsewhere. A pure copy, so
 // it works on the stored bits of any float dtype (f32, f64, bf16, f16: all-zero bits are +0 in each).
 void partial_lookup(const Tensor& ids, const Tensor& table, int64_t start, const Tensor& out) {
+#ifdef TESSERA_HAVE_CUDA
+  if (table.device().is_cuda()) return ops::cuda::vocab_parallel_embedding_forward(ids, table, start, out);
+#endif
   TESSERA_CHECK(dtype_is_floating(table.dtype()) && out.dtype() == table.dtype(),
                 "vocab-parallel embedding: table and output must share a float dtype, got ", table.describe(), " and ",
                 out.describe());
@@ -100,6 +107,9 @@ void GPTEmbedding::backward(Arena& arena, const Tensor& dout, const Tensor& ids,
   Tensor dwords = tp_.sequence_parallel ? parallel::reduce_scatter_to_sp_backward(arena, d, tp_)
                                         : parallel::reduce_from_tp_backward(d, tp_);
   const Tensor& dtable = store_->grad(word_);
+#ifdef TESSERA_HAVE_CUDA
+  if (dtable.device().is_cuda()) return ops::cuda::vocab_parallel_embedding_backward(ids, dwords, vocab_start_, dtable);
+#endif
   TESSERA_CHECK(dwords.dtype() == dtable.dtype(), "vocab-parallel embedding backward: gradient ", dwords.describe(),
                 " and table gradient ", dtable.describe(), " differ in dtype");
   if (dtable.dtype() == DType::f32) partial_scatter_add<float>(ids, dwords, vocab_start_, dtable);

@@ -16,8 +16,10 @@ LayerNorm::LayerNorm(ParameterStore& store, const std::string& name, int64_t hid
 Tensor LayerNorm::forward(Arena& arena, const Tensor& in, Saved& saved) const {
   Tensor out = arena.allocate(in.dtype(), in.shape());
   saved.in = in;
-  saved.mean = arena.allocate(in.dtype(), {in.dim(0)});
-  saved.rstd = arena.allocate(in.dtype(), {in.dim(0)});
+  // Statistics in fp32 on a GPU (the kernels' accumulation type); the CPU reference keeps the input dtype.
+  const DType stats = in.device().is_cuda() ? DType::f32 : in.dtype();
+  saved.mean = arena.allocate(stats, {in.dim(0)});
+  saved.rstd = arena.allocate(stats, {in.dim(0)});
   ops::layernorm_forward(in, store_->value(weight_), store_->value(bias_), eps_, out, saved.mean, saved.rstd);
   return out;
 }

@@ -4,6 +4,10 @@
 #include "tessera/ops/linear.h"
 #include "tessera/parallel/tp_mappings.h"
 
+#ifdef TESSERA_HAVE_CUDA
+#include "tessera/ops/cuda/tp_ops_cuda.h"
+#endif
+
 namespace tessera::nn {
 
 namespace {
@@ -34,6 +38,9 @@ void require_same_dtype(const Tensor& rows, const Tensor& bias, const char* what
 // bf16 / f16 go through f32 copies (f32 compute, one rounding of the result), as the ops do.
 void add_bias_rows(const Tensor& out, const Tensor& bias) {
   require_same_dtype(out, bias, "bias add");
+#ifdef TESSERA_HAVE_CUDA
+  if (out.device().is_cuda()) return ops::cuda::add_bias_rows(out, bias);
+#endif
   if (out.dtype() == DType::f32) add_bias_rows_t<float>(out, bias);
   else if (out.dtype() == DType::f64) add_bias_rows_t<double>(out, bias);
   else if (ops::detail::is_half(out.dtype()))
@@ -43,6 +50,9 @@ void add_bias_rows(const Tensor& out, const Tensor& bias) {
 }
 
 void accumulate_bias_grad(const Tensor& dout, const Tensor& dbias) {
+#ifdef TESSERA_HAVE_CUDA
+  if (dout.device().is_cuda()) return ops::cuda::accumulate_bias_grad(dout, dbias);
+#endif
   require_same_dtype(dout, dbias, "bias gradient");
   if (dout.dtype() == DType::f32) accumulate_bias_grad_t<float>(dout, dbias);
   else if (dout.dtype() == DType::f64) accumulate_bias_grad_t<double>(dout, dbias);

@@ -1,8 +1,12 @@
 #include "tessera/nn/parameter_store.h"
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "tessera/core/rng.h"
+#include "tessera/ops/elementwise.h"
 
 namespace tessera::nn {
 
@@ -51,13 +55,12 @@ void ParameterStore::allocate(DType dtype, Device device) {
   TESSERA_CHECK(!allocated_, "ParameterStore::allocate() called twice");
   dtype_ = dtype;
   device_ = device;
-  size_t bytes = static_cast<size_t>(numel_) * dtype_size(dtype);
-  values_ = Buffer(bytes, device);
-  grads_ = Buffer(bytes, device);
+  grad_dtype_ = device.is_cuda() && (dtype == DType::bf16 || dtype == DType::f16) ? DType::f32 : dtype;
+  values_ = Buffer(static_cast<size_t>(numel_) * dtype_size(dtype), device);
+  grads_ = Buffer(static_cast<size_t>(numel_) * dtype_size(grad_dtype_), device);
   for (auto& p : params_) {
-    size_t byte_offset = p.offset * dtype_size(dtype);
-    p.value = values_.as_tensor(dtype, p.shape, byte_offset);
-    p.grad = grads_.as_tensor(dtype, p.shape, byte_offset);
+    p.value = values_.as_tensor(dtype, p.shape, p.offset * dtype_size(dtype));
+    p.grad = grads_.as_tensor(grad_dtype_, p.shape, p.offset * dtype_size(grad_dtype_));
   }
   allocated_ = true;
 }
@@ -73,12 +76,12 @@ static uint64_t global_index(const Parameter& p, int64_t i) {
   return static_cast<uint64_t>((outer * global_axis + p.split_offset + k) * inner + in);
 }
 
+// Draws elements [begin, end) of parameter p into out_tensor (a pure function of the index).
 template <typename T>
-static void draw(const Parameter& p, uint64_t seed) {
-  T* out = p.value.data_as<T>();
-  int64_t n = p.value.numel();
+static void draw(const Parameter& p, const Tensor& out_tensor, uint64_t seed, int64_t begin, int64_t end) {
+  T* out = out_tensor.data_as<T>();
   RandomStream stream(seed, stream_id(p.name));
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = begin; i < end; ++i) {
     switch (p.init) {
       case Init::normal: out[i] = static_cast<T>(p.init_std * stream.normal(global_index(p, i))); break;
       case Init::zeros: out[i] = T(0); break;
@@ -88,12 +91,44 @@ static void draw(const Parameter& p, uint64_t seed) {
 }
 
 void ParameterStore::initialize(uint64_t seed) {
-  TESSERA_CHECK(allocated_ && device_.is_cpu(), "initialize() needs allocated CPU parameters");
-  for (const auto& p : params_) {
-    if (dtype_ == DType::f32) draw<float>(p, seed);
-    else if (dtype_ == DType::f64) draw<double>(p, seed);
-    else TESSERA_FAIL("initialize(): unsupported parameter dtype ", dtype_name(dtype_));
+  TESSERA_CHECK(allocated_, "initialize() needs allocated parameters");
+  TESSERA_CHECK(dtype_ == DType::f32 || dtype_ == DType::f64 || dtype_ == DType::bf16 || dtype_ == DType::f16,
+                "initialize(): unsupported parameter dtype ", dtype_name(dtype_), " (allowed: f32, f64, bf16, f16)");
+  // Draw on the host in f64 (f64 stores) or f32 (all others: a bf16 / f16 model is the f32
+  // initialisation rounded once), then copy or convert into the store's buffer on its device.
+  const DType draw_dtype = dtype_ == DType::f64 ? DType::f64 : DType::f32;
+  const bool direct = device_.is_cpu() && draw_dtype == dtype_;
+  Buffer host(direct ? 0 : static_cast<size_t>(numel_) * dtype_size(draw_dtype));
+  const Tensor drawn_all = direct ? all_values() : host.as_tensor(draw_dtype, {numel_});
+  // Every element is a pure function of (seed, name, index): threads draw interleaved chunks.
+  const int64_t chunk = int64_t{1} << 20;
+  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 32u);
+  auto worker = [&](unsigned t) {
+    int64_t k = 0;
+    for (const auto& p : params_) {
+      const Tensor out = drawn_all.flat().rows(static_cast<int64_t>(p.offset), static_cast<int64_t>(p.offset) + p.value.numel());
+      for (int64_t begin = 0; begin < out.numel(); begin += chunk, ++k) {
+        if (k % threads != t) continue;
+        const int64_t end = std::min(out.numel(), begin + chunk);
+        if (draw_dtype == DType::f64) draw<double>(p, out, seed, begin, end);
+        else draw<float>(p, out, seed, begin, end);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker, t);
+  worker(0);
+  for (auto& thread : pool) thread.join();
+  if (direct) return;
+  if (device_.is_cpu() || draw_dtype == dtype_) {
+    ops::copy(drawn_all, all_values());  // host conversion, or an upload of equal dtypes
+    return;
   }
+  Buffer staged(host.size(), device_);  // upload, then convert on the device
+  const Tensor staged_all = staged.as_tensor(draw_dtype, {numel_});
+  ops::copy(drawn_all, staged_all);
+  ops::copy(staged_all, all_values());
+  ops::synchronize(device_);  // the staging buffer is freed on return
 }
 
 const Parameter& ParameterStore::find(const std::string& name) const {

@@ -58,11 +58,14 @@ class ParameterStore {
   int index_of(const std::string& name) const;           // -1 when absent
 
   Tensor all_values() const { return values_.as_tensor(dtype_, {numel_}); }
-  Tensor all_grads() const { return grads_.as_tensor(dtype_, {numel_}); }
+  Tensor all_grads() const { return grads_.as_tensor(grad_dtype_, {numel_}); }
   void zero_grads();
   int64_t numel() const { return numel_; }      // elements on this rank
   int64_t global_numel() const;                  // elements of the unsplit model (this rank's parameters)
   DType dtype() const { return dtype_; }
+  // The gradients' dtype: f32 main grads for bf16 / f16 parameters on a GPU (the CUDA GEMMs and
+  // kernels accumulate into fp32, Megatron's gradient-accumulation fusion), else the parameter dtype.
+  DType grad_dtype() const { return grad_dtype_; }
   Device device() const { return device_; }
 
  private:
@@ -71,6 +74,7 @@ class ParameterStore {
   Buffer grads_;
   int64_t numel_ = 0;
   DType dtype_ = DType::f32;
+  DType grad_dtype_ = DType::f32;
   Device device_;
   bool allocated_ = false;
 };

@@ -1,5 +1,7 @@
 #include "tessera/nn/self_attention.h"
 
+#include "tessera/ops/flash_attention.h"
+
 namespace tessera::nn {
 
 namespace {
@@ -42,10 +44,19 @@ Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64
                               const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved) const {
   auto p = params(dropout);
   saved.qkv = qkv_.forward(arena, in, saved.in);
-  saved.probs = arena.allocate(in.dtype(), {batch, p.num_heads, seq, seq});
+  const Tensor qkv = saved.qkv.view({seq, batch, saved.qkv.dim(1)});
   saved.context = arena.allocate(in.dtype(), {seq, batch, p.num_heads * p.head_dim});
-  ops::attention_forward(saved.qkv.view({seq, batch, saved.qkv.dim(1)}), key_padding_mask, p, dropout_stream(dropout),
-                         saved.context, saved.probs);
+  if (ops::flash_attention_supported(qkv, p)) {  // fused kernels: no [b, na, s, s] probs
+    saved.probs = Tensor();
+    saved.lse = arena.allocate(DType::f32, {batch, p.num_heads, seq});
+    saved.key_padding_mask = key_padding_mask;
+    ops::flash_attention_forward(qkv, key_padding_mask, p, saved.context, saved.lse);
+  } else {
+    saved.lse = Tensor();
+    saved.key_padding_mask = Tensor();
+    saved.probs = arena.allocate(in.dtype(), {batch, p.num_heads, seq, seq});
+    ops::attention_forward(qkv, key_padding_mask, p, dropout_stream(dropout), saved.context, saved.probs);
+  }
   return proj_.forward(arena, saved.context.view({seq * batch, p.num_heads * p.head_dim}));
 }
 
@@ -56,8 +67,13 @@ Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, in
   Tensor context = saved.context.view({seq * batch, local_hidden});
   Tensor dcontext = proj_.backward(arena, dout, context);
   Tensor dqkv = arena.allocate(dout.dtype(), {seq, batch, saved.qkv.dim(1)});
-  ops::attention_backward(dcontext.view({seq, batch, local_hidden}), saved.qkv.view({seq, batch, saved.qkv.dim(1)}),
-                          saved.probs, p, dropout_stream(dropout), dqkv);
+  if (saved.lse.defined())
+    ops::flash_attention_backward(dcontext.view({seq, batch, local_hidden}),
+                                  saved.qkv.view({seq, batch, saved.qkv.dim(1)}), saved.context, saved.lse,
+                                  saved.key_padding_mask, p, dqkv);
+  else
+    ops::attention_backward(dcontext.view({seq, batch, local_hidden}), saved.qkv.view({seq, batch, saved.qkv.dim(1)}),
+                            saved.probs, p, dropout_stream(dropout), dqkv);
   return qkv_.backward(arena, dqkv.view({seq * batch, saved.qkv.dim(1)}), saved.in);
 }
 

@@ -22,6 +22,9 @@ class SelfAttention {
  public:
   struct Saved {
     Tensor in, qkv, probs, context;  // in: the QKV GEMM's (all-gathered) input
+    // Fused (flash) attention on CUDA bf16/f16 without dropout: lse f32 [b, na, s] instead of probs,
+    // and the forward's key padding mask (must stay alive until backward) to re-mask the keys.
+    Tensor lse, key_padding_mask;
   };
   SelfAttention(ParameterStore& store, const std::string& name, const AttentionShape& shape, double init_std,
                 double output_init_std, const parallel::TensorParallel& tp = {});

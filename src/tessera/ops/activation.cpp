@@ -10,7 +10,7 @@ namespace tessera::ops {
 
 void gelu_forward(const Tensor& in, const Tensor& out) {
   const char* op = "gelu_forward";
-  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({in, out}, {false, true}, [&](const std::vector<Tensor>& t) { gelu_forward(t[0], t[1]); });
     return;
   }
@@ -25,7 +25,7 @@ void gelu_forward(const Tensor& in, const Tensor& out) {
 
 void gelu_backward(const Tensor& dout, const Tensor& in, const Tensor& din) {
   const char* op = "gelu_backward";
-  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({dout, in, din}, {false, false, true}, [&](const std::vector<Tensor>& t) { gelu_backward(t[0], t[1], t[2]); });
     return;
   }

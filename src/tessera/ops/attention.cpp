@@ -51,7 +51,7 @@ void check_out_and_probs(const Tensor& qkv, const cpu::AttentionDims& d, const T
 void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
                        const RandomStream& dropout_stream, const Tensor& out, const Tensor& probs) {
   const char* op = "attention_forward";
-  if (detail::is_half(qkv.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(qkv.dtype()) && qkv.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({qkv, key_padding_mask, out, probs}, {false, false, true, true}, [&](const std::vector<Tensor>& t) { attention_forward(t[0], t[1], params, dropout_stream, t[2], t[3]); });
     return;
   }
@@ -71,7 +71,7 @@ void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const 
 void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& probs, const AttentionParams& params,
                         const RandomStream& dropout_stream, const Tensor& dqkv) {
   const char* op = "attention_backward";
-  if (detail::is_half(qkv.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(qkv.dtype()) && qkv.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({dout, qkv, probs, dqkv}, {false, false, false, true}, [&](const std::vector<Tensor>& t) { attention_backward(t[0], t[1], t[2], params, dropout_stream, t[3]); });
     return;
   }

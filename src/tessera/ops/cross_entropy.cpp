@@ -27,7 +27,7 @@ int64_t check_logits_and_targets(const char* op, const Tensor& logits, const Ten
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t valid_vocab, const Tensor& losses,
                            const Tensor& log_sum_exp) {
   const char* op = "cross_entropy_forward";
-  if (detail::is_half(logits.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(logits.dtype()) && logits.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({logits, targets, losses, log_sum_exp}, {false, false, true, true}, [&](const std::vector<Tensor>& t) { cross_entropy_forward(t[0], t[1], valid_vocab, t[2], t[3]); });
     return;
   }
@@ -47,7 +47,7 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& log_sum_exp,
                             const Tensor& dlosses, int64_t valid_vocab, const Tensor& dlogits) {
   const char* op = "cross_entropy_backward";
-  if (detail::is_half(logits.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(logits.dtype()) && logits.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({logits, targets, log_sum_exp, dlosses, dlogits}, {false, false, false, false, true}, [&](const std::vector<Tensor>& t) { cross_entropy_backward(t[0], t[1], t[2], t[3], valid_vocab, t[4]); });
     return;
   }

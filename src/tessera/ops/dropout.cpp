@@ -11,7 +11,7 @@ namespace tessera::ops {
 namespace {
 void run_dropout(const char* op, const Tensor& in, const char* in_name, double p, const RandomStream& stream,
                  uint64_t index_offset, const Tensor& out, const char* out_name) {
-  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({in, out}, {false, true}, [&](const std::vector<Tensor>& t) {
       run_dropout(op, t[0], in_name, p, stream, index_offset, t[1], out_name);
     });

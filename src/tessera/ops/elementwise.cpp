@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "tessera/core/buffer.h"
 #include "tessera/ops/cpu/elementwise.h"
 #include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
@@ -72,6 +73,32 @@ void fill(const Tensor& dst, double value) {
     using T = decltype(tag);
     cpu::fill<T>(dst.data_as<T>(), dst.numel(), value);
   });
+}
+
+double masked_sum(const Tensor& values, const Tensor& mask) {
+  const char* op = "masked_sum";
+  detail::require_same_shape(op, values, "values", mask, "mask");
+  detail::require_same_dtype(op, values, "values", mask, "mask");
+  if (detail::runs_on_cuda(op, {&values, &mask})) return TESSERA_CUDA_OP(masked_sum(values, mask));
+  // In double, element by element in order (the CPU reference).
+  const int64_t n = values.numel();
+  Buffer values64(static_cast<size_t>(n) * sizeof(double)), mask64(static_cast<size_t>(n) * sizeof(double));
+  const Tensor v = values64.as_tensor(DType::f64, {n}), m = mask64.as_tensor(DType::f64, {n});
+  copy(values.flat(), v);
+  copy(mask.flat(), m);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (m.data_as<double>()[i] != 0.0) sum += m.data_as<double>()[i] * v.data_as<double>()[i];
+  return sum;
+}
+
+void synchronize(Device device) {
+  if (device.is_cpu()) return;
+#ifdef TESSERA_HAVE_CUDA
+  ::tessera::ops::cuda::synchronize();
+#else
+  TESSERA_FAIL("synchronize: ", device.name(), " needs a CUDA build");
+#endif
 }
 
 void copy(const Tensor& src, const Tensor& dst) {

@@ -10,5 +10,9 @@ void scale_inplace(const Tensor& dst, double factor);            // dst *= facto
 void fill(const Tensor& dst, double value);
 void copy(const Tensor& src, const Tensor& dst);                 // same shape; converts between float dtypes
 double sum_of_squares(const Tensor& t);                          // in double, for the global grad norm
+// sum of mask[i] * values[i] over mask[i] != 0, in double (same shape and dtype; waits for a device).
+double masked_sum(const Tensor& values, const Tensor& mask);
+// Waits until every op queued on the device has finished (no-op on the CPU, whose ops are synchronous).
+void synchronize(Device device);
 
 }  // namespace tessera::ops

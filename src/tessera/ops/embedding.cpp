@@ -22,7 +22,7 @@ void check_rows_tensor(const char* op, const Tensor& ids, const Tensor& rows, in
 
 void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) {
   const char* op = "embedding_forward";
-  if (detail::is_half(table.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(table.dtype()) && table.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({ids, table, out}, {false, false, true}, [&](const std::vector<Tensor>& t) { embedding_forward(t[0], t[1], t[2]); });
     return;
   }
@@ -40,7 +40,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable) {
   const char* op = "embedding_backward";
-  if (detail::is_half(dout.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(dout.dtype()) && dout.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({ids, dout, dtable}, {false, false, true}, [&](const std::vector<Tensor>& t) { embedding_backward(t[0], t[1], t[2]); });
     return;
   }

@@ -15,7 +15,7 @@ Shape leading_shape(const Tensor& t) { return Shape(t.shape().begin(), t.shape()
 void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                        const Tensor& mean, const Tensor& rstd) {
   const char* op = "layernorm_forward";
-  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({in, weight, bias, out, mean, rstd}, {false, false, false, true, true, true}, [&](const std::vector<Tensor>& t) { layernorm_forward(t[0], t[1], t[2], eps, t[3], t[4], t[5]); });
     return;
   }
@@ -40,7 +40,7 @@ void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bia
 void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias) {
   const char* op = "layernorm_backward";
-  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({dout, in, weight, mean, rstd, din, dweight, dbias}, {false, false, false, false, false, true, true, true}, [&](const std::vector<Tensor>& t) { layernorm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); });
     return;
   }

@@ -28,7 +28,7 @@ T* data_or_null(const Tensor& t) {
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& out) {
   const char* op = "linear_forward";
-  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({in, weight, bias, out}, {false, false, false, true}, [&](const std::vector<Tensor>& t) { linear_forward(t[0], t[1], t[2], t[3]); });
     return;
   }
@@ -53,7 +53,7 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
 void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& din,
                      const Tensor& dweight, const Tensor& dbias) {
   const char* op = "linear_backward";
-  if (detail::is_half(in.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({dout, in, weight, din, dweight, dbias}, {false, false, false, true, true, true}, [&](const std::vector<Tensor>& t) { linear_backward(t[0], t[1], t[2], t[3], t[4], t[5]); });
     return;
   }
@@ -85,7 +85,7 @@ void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight,
 
 void matmul_nt(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const char* op = "matmul_nt";
-  if (detail::is_half(a.dtype())) {  // bf16 / f16 storage, f32 compute
+  if (detail::is_half(a.dtype()) && a.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({a, b, out}, {false, false, true}, [&](const std::vector<Tensor>& t) { matmul_nt(t[0], t[1], t[2], accumulate); });
     return;
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "tessera/ops/adamw.h"
+#include "tessera/ops/multi_tensor.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/optim/grad_clip.h"
 #include "tessera/optim/param_groups.h"
@@ -11,6 +12,10 @@
 namespace tessera::optim {
 
 namespace {
+// stats_device_ / stats_host_: f64 [2] local {sum of squares, non-finite} at 0, f32 [3] packed at 16.
+constexpr size_t kPackedOffset = 2 * sizeof(double);
+constexpr size_t kStatsBytes = kPackedOffset + 4 * sizeof(float);
+
 // A parameter's 1-D element range [offset, offset + count).
 Tensor flat_range(const Tensor& t, int64_t offset, int64_t count) { return t.flat().rows(offset, offset + count); }
 
@@ -80,10 +85,44 @@ DistributedOptimizer::DistributedOptimizer(nn::ParameterStore& store, parallel::
   state_ = Buffer(3 * static_cast<size_t>(local_numel_) * sizeof(float), store_.device());
   if (options_.shard_over_data_parallel)
     gather_buffer_ = Buffer(static_cast<size_t>(grad_buffer_->numel()) * dtype_size(dt), store_.device());
-  // fp32 main params start as the model's params (converted from bf16 / fp16).
-  const Tensor main = main_params();
+  stats_device_ = Buffer(kStatsBytes, store_.device());
+  stats_host_ = Buffer(kStatsBytes, Device::cpu());
+  build_segment_tables();
+  // fp32 main params start as the model's params (converted from bf16 / fp16): one segmented copy.
+  std::vector<ops::TensorSegment> initial;
   for (const auto& s : segments_)
-    ops::copy(flat_range(store_.value(s.param), s.param_offset, s.numel), flat_range(main, s.local_offset, s.numel));
+    initial.push_back({store_value_offset(s.param) + s.param_offset, s.local_offset, 0, s.numel, 0});
+  ops::segmented_convert(store_.all_values(), main_params(), ops::SegmentTable(std::move(initial), store_.device()));
+}
+
+int64_t DistributedOptimizer::store_value_offset(int param) const {
+  const auto* base = static_cast<const char*>(store_.all_values().data());
+  const auto bytes = static_cast<const char*>(store_.value(param).data()) - base;
+  const auto element = static_cast<std::ptrdiff_t>(dtype_size(store_.dtype()));
+  TESSERA_CHECK(bytes >= 0 && bytes % element == 0, "DistributedOptimizer: parameter '",
+                store_.parameters()[param].name, "' is not inside the store's value buffer");
+  return static_cast<int64_t>(bytes / element);
+}
+
+void DistributedOptimizer::build_segment_tables() {
+  const bool sharded = options_.shard_over_data_parallel;
+  std::vector<ops::TensorSegment> stats, adamw;
+  for (const auto& s : segments_) {
+    stats.push_back({s.buffer_offset, 0, 0, s.numel, counted_[s.param] ? ops::kSegmentCountedInNorm : 0u});
+    // Sharded: the owned slice goes to the gather buffer (GradBuffer layout); else to the model param.
+    const int64_t dst = sharded ? s.buffer_offset : store_value_offset(s.param) + s.param_offset;
+    adamw.push_back({s.buffer_offset, dst, s.local_offset, s.numel, weight_decay_[s.param] ? ops::kSegmentWeightDecay : 0u});
+  }
+  stats_table_ = ops::SegmentTable(std::move(stats), store_.device());
+  adamw_table_ = ops::SegmentTable(std::move(adamw), store_.device());
+  if (sharded) {
+    std::vector<ops::TensorSegment> gather;
+    for (size_t i = 0; i < store_.parameters().size(); ++i) {
+      const int p = static_cast<int>(i);
+      gather.push_back({grad_buffer_->param_start(p), store_value_offset(p), 0, store_.value(p).numel(), 0});
+    }
+    gather_to_model_table_ = ops::SegmentTable(std::move(gather), store_.device());
+  }
 }
 
 void DistributedOptimizer::set_step_count(int64_t steps) {
@@ -99,30 +138,26 @@ Tensor DistributedOptimizer::exp_avg_sq() const {
   return state_.as_tensor(DType::f32, {local_numel_}, 2 * static_cast<size_t>(local_numel_) * sizeof(float));
 }
 
-void DistributedOptimizer::global_grad_stats(double& norm_sq, bool& found_inf) {
-  double local_sq = 0, local_nonfinite = 0;
-  for (const auto& s : segments_) {
-    const double sq = ops::sum_of_squares(grad_buffer_->range(s.buffer_offset, s.numel));
-    if (!std::isfinite(sq)) local_nonfinite += 1;
-    if (counted_[s.param]) local_sq += sq;
-  }
+void DistributedOptimizer::global_grad_stats(double unscale, double& norm_sq, bool& found_inf) {
+  const Tensor local = stats_device_.as_tensor(DType::f64, {2});
+  ops::segmented_grad_stats(grad_buffer_->all(), stats_table_, unscale, local);
   // Sharded: disjoint shards over DP and disjoint counted params over TP x PP -> sum over the world.
   // Not sharded: DP replicas hold the same reduced grads -> sum over the model-parallel group.
   Communicator& group = options_.shard_over_data_parallel ? context_.world() : context_.model();
   if (group.size() > 1) {
-    // f32 transport of a double: high and low parts (only the f32 sums round, ~1e-7 relative).
-    Buffer stats_buffer(3 * sizeof(float), Device::cpu());
-    Tensor stats = stats_buffer.as_tensor(DType::f32, {3});
-    float* v = stats.data_as<float>();
-    v[0] = static_cast<float>(local_sq);
-    v[1] = std::isfinite(local_sq) ? static_cast<float>(local_sq - static_cast<double>(v[0])) : 0.0f;
-    v[2] = static_cast<float>(local_nonfinite);
-    group.all_reduce(stats, ReduceOp::sum);
-    norm_sq = static_cast<double>(v[0]) + static_cast<double>(v[1]);
-    found_inf = v[2] > 0 || !std::isfinite(norm_sq);
+    // f32 transport of a double: high and low parts (only the f32 sums round, ~1e-7 relative), in a
+    // tensor on the store's device (NCCL takes device tensors).
+    const Tensor packed = stats_device_.as_tensor(DType::f32, {3}, kPackedOffset);
+    ops::pack_grad_stats(local, packed);
+    group.all_reduce(packed, ReduceOp::sum);
+    const Tensor host = stats_host_.as_tensor(DType::f32, {3}, kPackedOffset);
+    ops::copy(packed, host);  // device -> host: the step's host synchronisation
+    ops::unpack_grad_stats(host, norm_sq, found_inf);
   } else {
-    norm_sq = local_sq;
-    found_inf = local_nonfinite > 0;
+    const Tensor host = stats_host_.as_tensor(DType::f64, {2});
+    ops::copy(local, host);  // device -> host: the step's host synchronisation
+    norm_sq = host.data_as<double>()[0];
+    found_inf = host.data_as<double>()[1] > 0;
   }
 }
 
@@ -131,13 +166,11 @@ OptimizerStepResult DistributedOptimizer::step(double lr, double weight_decay, d
   OptimizerStepResult result;
   result.loss_scale = loss_scale();
   reducer_->reduce_all(store_);
-  if (scaler_) {  // main grads carry the loss scale: unscale the owned elements
-    const double inverse = scaler_->inverse_scale();
-    for (const auto& s : segments_) ops::scale_inplace(grad_buffer_->range(s.buffer_offset, s.numel), inverse);
-  }
+  // Main grads carry the loss scale with fp16: the stats op unscales the owned elements first.
+  const double unscale = scaler_ ? scaler_->inverse_scale() : 1.0;
   double norm_sq = 0;
   bool found_inf = false;
-  global_grad_stats(norm_sq, found_inf);
+  global_grad_stats(unscale, norm_sq, found_inf);
   result.grad_norm = std::sqrt(norm_sq);
   if (scaler_) scaler_->update(found_inf);
   if (found_inf || !std::isfinite(result.grad_norm)) {
@@ -145,8 +178,6 @@ OptimizerStepResult DistributedOptimizer::step(double lr, double weight_decay, d
     return result;
   }
   const double coefficient = clip_coefficient(result.grad_norm, clip_grad);
-  if (coefficient != 1.0)
-    for (const auto& s : segments_) ops::scale_inplace(grad_buffer_->range(s.buffer_offset, s.numel), coefficient);
 
   ++step_count_;
   ops::AdamWParams hyper;
@@ -154,42 +185,34 @@ OptimizerStepResult DistributedOptimizer::step(double lr, double weight_decay, d
   hyper.beta1 = beta1;
   hyper.beta2 = beta2;
   hyper.eps = eps;
+  hyper.weight_decay = weight_decay;  // on the segments flagged kSegmentWeightDecay
   hyper.step = step_count_;
-  const Tensor main = main_params(), m = exp_avg(), v = exp_avg_sq();
-  for (const auto& s : segments_) {
-    hyper.weight_decay = weight_decay_[s.param] ? weight_decay : 0.0;
-    ops::adamw_update(flat_range(main, s.local_offset, s.numel), grad_buffer_->range(s.buffer_offset, s.numel),
-                      flat_range(m, s.local_offset, s.numel), flat_range(v, s.local_offset, s.numel), hyper);
-  }
+  // Clip, AdamW on the fp32 main params and the write of the updated params in the model dtype
+  // (into the model, or into the gather buffer when sharded): one op over every owned segment.
+  const Tensor out = options_.shard_over_data_parallel ? gather_buffer_.as_tensor(store_.dtype(), {grad_buffer_->numel()})
+                                                       : store_.all_values();
+  ops::segmented_adamw(grad_buffer_->all(), main_params(), exp_avg(), exp_avg_sq(), out, adamw_table_, hyper,
+                       coefficient);
   write_back_params();
   return result;
 }
 
 void DistributedOptimizer::write_back_params() {
-  const Tensor main = main_params();
-  if (!options_.shard_over_data_parallel) {
-    for (const auto& s : segments_)
-      ops::copy(flat_range(main, s.local_offset, s.numel), flat_range(store_.value(s.param), s.param_offset, s.numel));
-    return;
-  }
-  // Sharded: write the owned slices into the gather buffer (model dtype, GradBuffer layout),
-  // all-gather every bucket over DP, then copy each parameter into the model.
+  if (!options_.shard_over_data_parallel) return;  // segmented_adamw wrote the model params
+  // Sharded: the owned slices are in the gather buffer (model dtype, GradBuffer layout); all-gather
+  // every bucket over DP, then copy each parameter into the model. The copy is queued after the
+  // collectives (NCCL orders the compute stream after them; MPI blocks): no host wait here.
   const DType dt = store_.dtype();
   const Tensor gathered = gather_buffer_.as_tensor(dt, {grad_buffer_->numel()});
-  for (const auto& s : segments_)
-    ops::copy(flat_range(main, s.local_offset, s.numel), flat_range(gathered, s.buffer_offset, s.numel));
   Communicator& dp = context_.data();
   const auto& buckets = grad_buffer_->buckets();
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    const Tensor full = flat_range(gathered, buckets[b].start, buckets[b].numel);
-    const int64_t shard = buckets[b].numel / dp.size();
-    if (dp.size() > 1) dp.all_gather(flat_range(full, dp.rank() * shard, shard), full);
-  }
-  dp.synchronize();
-  for (size_t i = 0; i < store_.parameters().size(); ++i) {
-    const Tensor& value = store_.value(static_cast<int>(i));
-    ops::copy(flat_range(gathered, grad_buffer_->param_start(static_cast<int>(i)), value.numel()), value.flat());
-  }
+  if (dp.size() > 1)
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const Tensor full = flat_range(gathered, buckets[b].start, buckets[b].numel);
+      const int64_t shard = buckets[b].numel / dp.size();
+      dp.all_gather(flat_range(full, dp.rank() * shard, shard), full);
+    }
+  ops::segmented_convert(gathered, store_.all_values(), gather_to_model_table_);
 }
 
 }  // namespace tessera::optim

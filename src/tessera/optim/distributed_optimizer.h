@@ -4,11 +4,14 @@
 // bucket with use_distributed_optimizer, else everything), unscales fp16 gradients and skips steps
 // that overflowed, computes the global gradient norm over TP, PP and DP counting every gradient
 // once, clips, steps, and writes the updated params back into the model (all-gathered over DP).
+// The owned segments run as multi-segment ops (ops/multi_tensor.h): on CUDA a step is a handful
+// of launches and one host synchronisation (reading the grad norm and the overflow flag).
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "tessera/nn/parameter_store.h"
+#include "tessera/ops/multi_tensor.h"
 #include "tessera/optim/grad_scaler.h"
 #include "tessera/parallel/data_parallel.h"
 #include "tessera/parallel/grad_buffer.h"
@@ -69,9 +72,14 @@ class DistributedOptimizer {
   Tensor exp_avg_sq() const;    // f32 [local_numel]
 
  private:
-  // Global (sum over ranks) of {sum of squares of counted grads, count of non-finite grads}.
-  void global_grad_stats(double& norm_sq, bool& found_inf);
+  // Unscales the owned grads (unscale != 1), then the global (sum over ranks) of {sum of squares of
+  // counted grads, non-finite grads found}: the step's one host synchronisation.
+  void global_grad_stats(double unscale, double& norm_sq, bool& found_inf);
+  // After segmented_adamw wrote the owned params (sharded: into the gather buffer): all-gather over
+  // DP and copy every parameter into the model.
   void write_back_params();
+  void build_segment_tables();
+  int64_t store_value_offset(int param) const;  // element offset of a parameter in store_.all_values()
 
   nn::ParameterStore& store_;
   parallel::ParallelContext& context_;
@@ -84,6 +92,12 @@ class DistributedOptimizer {
   int64_t local_numel_ = 0;
   Buffer state_;          // [main params | exp_avg | exp_avg_sq], f32, local_numel_ each
   Buffer gather_buffer_;  // params in the GradBuffer layout, model dtype (sharded only)
+  // Segment tables over the owned segments (built and uploaded once):
+  ops::SegmentTable stats_table_;   // src: GradBuffer offset; flags: counted in the norm
+  ops::SegmentTable adamw_table_;   // src: GradBuffer, state: local offset, dst: model param or gather buffer
+  ops::SegmentTable gather_to_model_table_;  // sharded: every parameter, gather buffer -> model param
+  Buffer stats_device_;  // f64 [2] local stats, then f32 [3] packed for the all-reduce (store's device)
+  Buffer stats_host_;    // the host copy of the same layout
   int64_t step_count_ = 0;
 };
 

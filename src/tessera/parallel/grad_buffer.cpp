@@ -1,7 +1,6 @@
 #include "tessera/parallel/grad_buffer.h"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include "tessera/ops/elementwise.h"
@@ -61,6 +60,34 @@ GradBuffer::GradBuffer(const nn::ParameterStore& store, const GradBufferOptions&
   close_bucket();
   numel_ = offset;
   buffer_ = Buffer(static_cast<size_t>(numel_) * sizeof(float), store.device());
+  grad_base_ = store.all_grads().data();
+  grad_dtype_ = store.grad_dtype();
+  for (size_t b = 0; b < buckets_.size(); ++b) load_tables_.push_back(load_table(static_cast<int>(b), store));
+}
+
+ops::SegmentTable GradBuffer::load_table(int bucket, const nn::ParameterStore& store) const {
+  const GradBucket& b = buckets_.at(bucket);
+  const auto* base = static_cast<const char*>(store.all_grads().data());
+  const size_t element = dtype_size(store.grad_dtype());  // f32 main grads for half stores on CUDA
+  std::vector<int> params = b.params;
+  std::sort(params.begin(), params.end(), [&](int x, int y) { return param_start_[x] < param_start_[y]; });
+  std::vector<ops::TensorSegment> segments;
+  int64_t cursor = b.start;  // first element not covered yet
+  auto zero_until = [&](int64_t end) {
+    if (end > cursor) segments.push_back({0, cursor, 0, end - cursor, ops::kSegmentZeroFill});
+  };
+  for (int i : params) {
+    const Tensor& grad = store.grad(i);
+    const auto byte_offset = static_cast<const char*>(grad.data()) - base;
+    TESSERA_CHECK(byte_offset >= 0 && static_cast<size_t>(byte_offset) % element == 0, "GradBuffer: the gradient of '",
+                  store.parameters()[i].name, "' is not inside the store's gradient buffer");
+    zero_until(param_start_[i]);
+    segments.push_back({static_cast<int64_t>(static_cast<size_t>(byte_offset) / element), param_start_[i], 0,
+                        grad.numel(), 0});
+    cursor = param_start_[i] + grad.numel();
+  }
+  zero_until(b.start + b.numel);
+  return ops::SegmentTable(std::move(segments), store.device());
 }
 
 Tensor GradBuffer::bucket_view(int bucket) const {
@@ -79,9 +106,14 @@ Tensor GradBuffer::param_grad(int param) const {
 }
 
 void GradBuffer::load_bucket_from_store(int bucket, const nn::ParameterStore& store) const {
-  const GradBucket& b = buckets_.at(bucket);
-  std::memset(static_cast<float*>(buffer_.data()) + b.start, 0, static_cast<size_t>(b.numel) * sizeof(float));
-  for (int i : b.params) ops::copy(store.grad(i), param_grad(i));
+  TESSERA_CHECK(bucket >= 0 && bucket < static_cast<int>(buckets_.size()), "GradBuffer: bucket ", bucket,
+                " outside [0, ", buckets_.size(), ")");
+  const Tensor grads = store.all_grads();
+  if (grads.data() == grad_base_ && store.grad_dtype() == grad_dtype_) {
+    ops::segmented_convert(grads, all(), load_tables_[static_cast<size_t>(bucket)]);
+  } else {  // another store than the one laid out for (same parameters): a one-off table
+    ops::segmented_convert(grads, all(), load_table(bucket, store));
+  }
 }
 
 }  // namespace tessera::parallel

@@ -9,6 +9,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/nn/parameter_store.h"
+#include "tessera/ops/multi_tensor.h"
 
 namespace tessera::parallel {
 
@@ -44,7 +45,8 @@ class GradBuffer {
   Tensor param_grad(int param) const;                   // f32 view shaped like the parameter
 
   // Copies (converting to f32) the store's gradients of the bucket's parameters into the bucket
-  // and zeroes its padding: the bucket is then ready to be reduced.
+  // and zeroes its padding: the bucket is then ready to be reduced. One segmented_convert (one
+  // CUDA launch) per bucket through the table built at construction for the store's grad layout.
   void load_bucket_from_store(int bucket, const nn::ParameterStore& store) const;
 
  private:
@@ -55,6 +57,12 @@ class GradBuffer {
   std::vector<Shape> param_shape_;
   int64_t numel_ = 0, unpadded_ = 0;
   Buffer buffer_;
+  // Per bucket: store grads (at their offsets in the store's grad buffer) -> bucket ranges, with
+  // kSegmentZeroFill segments for the padding; valid for a store whose grads start at grad_base_.
+  std::vector<ops::SegmentTable> load_tables_;
+  const void* grad_base_ = nullptr;
+  DType grad_dtype_ = DType::f32;
+  ops::SegmentTable load_table(int bucket, const nn::ParameterStore& store) const;
 };
 
 // lcm(dp, 128): the bucket padding multiple of the distributed optimizer.

@@ -9,7 +9,11 @@ ParallelContext::ParallelContext(const train::ParallelConfig& config, int world_
   sizes.pipeline_model_parallel_size = static_cast<int>(config.pipeline_model_parallel_size);
   sizes.expert_model_parallel_size = static_cast<int>(config.expert_model_parallel_size);
   grid_ = std::make_unique<ProcessGrid>(world_size, rank, sizes);
-  comms_ = std::make_unique<GroupCommunicators>(*grid_, device.is_cpu() ? CommBackend::mpi : CommBackend::nccl, device);
+  // NCCL operations are ordered against the compute stream by events: training need not wait for each.
+  CommOptions options;
+  options.blocking = device.is_cpu();
+  comms_ = std::make_unique<GroupCommunicators>(*grid_, device.is_cpu() ? CommBackend::mpi : CommBackend::nccl, device,
+                                                options);
 }
 
 ParallelContext::~ParallelContext() = default;

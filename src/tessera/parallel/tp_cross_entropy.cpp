@@ -8,6 +8,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/ops/cross_entropy.h"
 #include "tessera/ops/half_compute.h"
+#include "tessera/parallel/tp_cross_entropy_cuda.h"
 
 namespace tessera::parallel {
 
@@ -96,6 +97,10 @@ void vocab_parallel_cross_entropy_forward(const Tensor& logits, const Tensor& ta
     ops::cross_entropy_forward(logits, targets, valid_vocab, losses, log_sum_exp);
     return;
   }
+#ifdef TESSERA_HAVE_CUDA
+  if (logits.device().is_cuda())
+    return vocab_parallel_cross_entropy_forward_cuda(logits, targets, vocab_start, valid_vocab, tp, losses, log_sum_exp);
+#endif
   check_args(logits, targets, losses, "vocab_parallel_cross_entropy_forward");
   check_targets(targets, valid_vocab, "vocab_parallel_cross_entropy_forward");
   if (logits.dtype() == DType::f32) forward_t<float>(logits, targets, vocab_start, valid_vocab, tp, losses, log_sum_exp);
@@ -115,6 +120,11 @@ void vocab_parallel_cross_entropy_backward(const Tensor& logits, const Tensor& t
     ops::cross_entropy_backward(logits, targets, log_sum_exp, dlosses, valid_vocab, dlogits);
     return;
   }
+#ifdef TESSERA_HAVE_CUDA
+  if (logits.device().is_cuda())
+    return vocab_parallel_cross_entropy_backward_cuda(logits, targets, log_sum_exp, dlosses, vocab_start, valid_vocab,
+                                                      dlogits);
+#endif
   check_args(logits, targets, dlosses, "vocab_parallel_cross_entropy_backward");
   expect_same_shape(logits, dlogits, "vocab_parallel_cross_entropy_backward dlogits");
   if (logits.dtype() == DType::f32)

@@ -1,14 +1,40 @@
 #include "tessera/parallel/tp_mappings.h"
 
+#include "tessera/ops/elementwise.h"
+
 #include <cstring>
+
+#ifdef TESSERA_HAVE_CUDA
+#include "tessera/ops/cuda/tp_ops_cuda.h"
+#endif
 
 namespace tessera::parallel {
 
 namespace {
 
 void check_2d(const Tensor& t, const char* what) {
-  TESSERA_CHECK(t.ndim() == 2 && t.device().is_cpu(), what, ": expected a 2-D host tensor [n, k], got ",
-                t.describe());
+  TESSERA_CHECK(t.ndim() == 2, what, ": expected a 2-D tensor [n, k], got ", t.describe());
+}
+
+// dst [n, k] = src [n, K] columns [first, first + k), or (place) the reverse, on the tensors' device.
+void copy_column_block(const Tensor& src, int64_t first, const Tensor& dst, bool place) {
+#ifdef TESSERA_HAVE_CUDA
+  if (src.device().is_cuda()) {
+    if (place) ops::cuda::place_columns(src, dst, first);
+    else ops::cuda::copy_columns(src, first, dst);
+    return;
+  }
+#endif
+  const Tensor& wide = place ? dst : src;
+  const Tensor& narrow = place ? src : dst;
+  const size_t elem = dtype_size(src.dtype());
+  const auto row_bytes = static_cast<size_t>(narrow.dim(1)) * elem;
+  for (int64_t i = 0; i < narrow.dim(0); ++i) {
+    char* w = static_cast<char*>(wide.data()) + static_cast<size_t>(i * wide.dim(1) + first) * elem;
+    char* n = static_cast<char*>(narrow.data()) + static_cast<size_t>(i) * row_bytes;
+    if (place) std::memcpy(w, n, row_bytes);
+    else std::memcpy(n, w, row_bytes);
+  }
 }
 
 Tensor all_reduce_copy(Arena& arena, const Tensor& x, const TensorParallel& tp) {
@@ -37,7 +63,7 @@ Tensor split_rows(Arena& arena, const Tensor& x, const TensorParallel& tp, const
                 "the tensor-parallel size ", tp.size);
   int64_t n = x.dim(0) / tp.size;
   Tensor out = arena.allocate(x.dtype(), {n, x.dim(1)});
-  std::memcpy(out.data(), x.rows(tp.rank * n, (tp.rank + 1) * n).data(), out.nbytes());
+  ops::copy(x.rows(tp.rank * n, (tp.rank + 1) * n), out);
   return out;
 }
 
@@ -45,28 +71,17 @@ Tensor split_columns(Arena& arena, const Tensor& x, const TensorParallel& tp, co
   TESSERA_CHECK(x.dim(1) % tp.size == 0, what, ": last dimension ", x.dim(1),
                 " not divisible by the tensor-parallel size ", tp.size);
   int64_t n = x.dim(0), k = x.dim(1) / tp.size;
-  size_t elem = dtype_size(x.dtype());
   Tensor out = arena.allocate(x.dtype(), {n, k});
-  const char* src = static_cast<const char*>(x.data());
-  char* dst = static_cast<char*>(out.data());
-  for (int64_t i = 0; i < n; ++i)
-    std::memcpy(dst + static_cast<size_t>(i * k) * elem, src + static_cast<size_t>(i * x.dim(1) + tp.rank * k) * elem,
-                static_cast<size_t>(k) * elem);
+  copy_column_block(x, tp.rank * k, out, false);
   return out;
 }
 
 Tensor gather_columns(Arena& arena, const Tensor& x, const TensorParallel& tp) {
   int64_t n = x.dim(0), k = x.dim(1);
-  size_t elem = dtype_size(x.dtype());
   Tensor blocks = arena.allocate(x.dtype(), {tp.size * n, k});  // block r = rank r's [n, k]
   tp.comm->all_gather(x, blocks);
   Tensor out = arena.allocate(x.dtype(), {n, k * tp.size});
-  const char* src = static_cast<const char*>(blocks.data());
-  char* dst = static_cast<char*>(out.data());
-  for (int r = 0; r < tp.size; ++r)
-    for (int64_t i = 0; i < n; ++i)
-      std::memcpy(dst + static_cast<size_t>(i * k * tp.size + r * k) * elem,
-                  src + static_cast<size_t>((r * n + i) * k) * elem, static_cast<size_t>(k) * elem);
+  for (int r = 0; r < tp.size; ++r) copy_column_block(blocks.rows(r * n, (r + 1) * n), r * k, out, true);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "tessera/ops/cuda/cuda_context.h"
 #include "tessera/runtime/cuda_check.h"
 #include "tessera/runtime/mpi_check.h"
 #include "tessera/runtime/nccl_communicator.h"
@@ -63,6 +64,9 @@ NcclCommunicator::NcclCommunicator(MPI_Comm group_comm, std::vector<int> world_r
   TESSERA_CUDA_CHECK(cudaStreamCreate(&stream_));
   TESSERA_CUDA_CHECK(cudaMalloc(&scratch_, sizeof(int32_t)));
   TESSERA_CUDA_CHECK(cudaMemset(scratch_, 0, sizeof(int32_t)));
+  TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
+  TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
+  host_ = std::make_unique<MpiCommunicator>(group_comm, world_ranks_, name_, CommOptions{options_.timeout_seconds, true});
 }
 
 NcclCommunicator::~NcclCommunicator() {
@@ -72,6 +76,8 @@ NcclCommunicator::~NcclCommunicator() {
     else ncclCommDestroy(comm_);
   }
   if (stream_) cudaStreamDestroy(stream_);
+  if (compute_ready_) cudaEventDestroy(compute_ready_);
+  if (comm_done_) cudaEventDestroy(comm_done_);
   if (scratch_) cudaFree(scratch_);
 }
 
@@ -80,9 +86,14 @@ void NcclCommunicator::begin(const char* op) {
     TESSERA_FAIL(op, " on group '", name_, "' (nccl): the communicator was aborted after an earlier error");
   TESSERA_CUDA_CHECK(cudaSetDevice(device_.index));
   pending_op_ = op;
+  cudaStream_t compute = ops::cuda::CudaContext::get().stream();
+  TESSERA_CUDA_CHECK(cudaEventRecord(compute_ready_, compute));
+  TESSERA_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_ready_, 0));
 }
 
 void NcclCommunicator::finish(const char* op) {
+  TESSERA_CUDA_CHECK(cudaEventRecord(comm_done_, stream_));
+  TESSERA_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::CudaContext::get().stream(), comm_done_, 0));
   if (options_.blocking) wait(op);
 }
 
@@ -126,6 +137,7 @@ void NcclCommunicator::check_peer(int peer, const char* op) const {
 }
 
 void NcclCommunicator::all_reduce(const Tensor& input, const Tensor& output, ReduceOp op) {
+  if (on_host(input)) return host_->all_reduce(input, output, op);
   detail::check_same_dtype(*this, "all_reduce", input, output);
   TESSERA_CHECK(input.numel() == output.numel(), "all_reduce on group '", name_, "': input ", input.describe(),
                 " and output ", output.describe(), " differ in size");
@@ -136,6 +148,7 @@ void NcclCommunicator::all_reduce(const Tensor& input, const Tensor& output, Red
 }
 
 void NcclCommunicator::reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) {
+  if (on_host(input)) return host_->reduce_scatter(input, output, op);
   detail::check_same_dtype(*this, "reduce_scatter", input, output);
   TESSERA_CHECK(input.numel() == output.numel() * size(), "reduce_scatter on group '", name_, "': input ",
                 input.describe(), " must hold ", size(), " x the output ", output.describe(),
@@ -149,6 +162,7 @@ void NcclCommunicator::reduce_scatter(const Tensor& input, const Tensor& output,
 
 void NcclCommunicator::reduce_scatter_v(const Tensor& input, const Tensor& output, const std::vector<int64_t>& counts,
                                         ReduceOp op) {
+  if (on_host(input)) return host_->reduce_scatter_v(input, output, counts, op);
   detail::check_same_dtype(*this, "reduce_scatter", input, output);
   detail::check_counts(*this, "reduce_scatter", counts, input.numel(), "counts");
   TESSERA_CHECK(output.numel() == counts[rank_], "reduce_scatter on group '", name_, "': output ", output.describe(),
@@ -170,6 +184,7 @@ void NcclCommunicator::reduce_scatter_v(const Tensor& input, const Tensor& outpu
 }
 
 void NcclCommunicator::all_gather(const Tensor& input, const Tensor& output) {
+  if (on_host(output)) return host_->all_gather(input, output);
   detail::check_same_dtype(*this, "all_gather", input, output);
   TESSERA_CHECK(output.numel() == input.numel() * size(), "all_gather on group '", name_, "': output ",
                 output.describe(), " must hold ", size(), " x the input ", input.describe(),
@@ -181,6 +196,7 @@ void NcclCommunicator::all_gather(const Tensor& input, const Tensor& output) {
 }
 
 void NcclCommunicator::all_gather_v(const Tensor& input, const Tensor& output, const std::vector<int64_t>& counts) {
+  if (on_host(output)) return host_->all_gather_v(input, output, counts);
   detail::check_same_dtype(*this, "all_gather", input, output);
   detail::check_counts(*this, "all_gather", counts, output.numel(), "counts");
   TESSERA_CHECK(input.numel() == counts[rank_], "all_gather on group '", name_, "': input ", input.describe(),
@@ -202,6 +218,7 @@ void NcclCommunicator::all_gather_v(const Tensor& input, const Tensor& output, c
 }
 
 void NcclCommunicator::broadcast(const Tensor& inout, int root) {
+  if (on_host(inout)) return host_->broadcast(inout, root);
   detail::check_comm_dtype(*this, "broadcast", inout);
   check_peer(root, "broadcast");
   begin("broadcast");

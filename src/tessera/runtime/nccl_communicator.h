@@ -1,12 +1,17 @@
 // NcclCommunicator: a Communicator over NCCL on device tensors. The unique id is broadcast over the
-// group's MPI communicator; work runs on one dedicated stream; waits poll NCCL's async errors.
+// group's MPI communicator; work runs on one dedicated stream, ordered after the compute stream's
+// queued work by an event and before its later work by another; waits poll NCCL's async errors.
+// Host tensors (scalars such as loss sums and norms) go over the same group through MPI.
 // CUDA builds only (included from *_nccl.cpp files and code under TESSERA_HAVE_CUDA).
 #pragma once
 #include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
 
+#include <memory>
+
 #include "tessera/runtime/communicator.h"
+#include "tessera/runtime/mpi_communicator.h"
 
 namespace tessera {
 
@@ -24,8 +29,8 @@ class NcclCommunicator : public Communicator {
   const std::string& name() const override { return name_; }
   const std::vector<int>& world_ranks() const override { return world_ranks_; }
   int rank() const override { return rank_; }
-  // The stream every operation is enqueued on. It is a blocking stream (cudaStreamCreate), so work
-  // on the legacy default stream is ordered before it without extra events.
+  // The stream every operation is enqueued on. Each operation first waits for the work queued so far
+  // on the compute stream (CudaContext) and the compute stream then waits for the operation.
   cudaStream_t stream() const { return stream_; }
   ncclComm_t nccl_comm() const { return comm_; }
 
@@ -47,8 +52,9 @@ class NcclCommunicator : public Communicator {
   void synchronize() override;
 
  private:
-  void begin(const char* op);    // checks the communicator is usable, sets the device
-  void finish(const char* op);   // waits if blocking
+  void begin(const char* op);    // checks the communicator is usable, sets the device, orders after compute
+  void finish(const char* op);   // orders compute after the operation; waits if blocking
+  bool on_host(const Tensor& t) const { return t.numel() > 0 && t.device().is_cpu(); }
   void wait(const char* op);     // polls the stream, NCCL async errors and the timeout
   void check_peer(int peer, const char* op) const;
 
@@ -60,6 +66,8 @@ class NcclCommunicator : public Communicator {
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
   void* scratch_ = nullptr;  // 1 int32 on the device for barrier()
+  cudaEvent_t compute_ready_ = nullptr, comm_done_ = nullptr;
+  std::unique_ptr<MpiCommunicator> host_;  // the same group over MPI, for host tensors
   const char* pending_op_ = "synchronize";  // the last operation enqueued (for error messages)
   bool aborted_ = false;
 };

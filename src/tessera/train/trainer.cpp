@@ -31,10 +31,6 @@ ckpt::TrainerOptimizer checkpointed(optim::AdamWOptimizer* adamw, optim::Distrib
 
 Trainer::Trainer(const Config& config, Device device)
     : config_(config), device_(device), arena_(size_t(256) << 20, device) {
-  if (!device.is_cpu())
-    TESSERA_CONFIG_FAIL("training.device resolves to ", device.name(),
-                        ", but GPU training is not supported yet (it comes with the CUDA backend issue); set "
-                        "training.device = \"cpu\"");
   const auto& t = config_.training;
   Runtime& runtime = Runtime::init(nullptr, nullptr);
   validate_for_world(config_, runtime.world_size());
@@ -48,8 +44,7 @@ Trainer::Trainer(const Config& config, Device device)
                                                 parallel::pipeline_chunk_layouts(config_, context_->pp_size(),
                                                                                  context_->pp_rank()),
                                                 parallel::tensor_parallel_view(*context_, &config_));
-  if (t.precision == "fp32") model_->initialize(static_cast<uint64_t>(t.seed));
-  else optim::initialize_params_through_f32(model_->parameters(), static_cast<uint64_t>(t.seed));  // bf16 / fp16
+  model_->initialize(static_cast<uint64_t>(t.seed));  // bf16 / fp16: the fp32 initialisation rounded once
   parallel::setup_pipeline_training(*model_, *context_, num_micro_batches_);
 
   distributed_optimizer_ = optim::make_training_optimizer(config_, model_->parameters(), *context_);
@@ -251,7 +246,7 @@ TrainingSummary Trainer::train() {
       m.grad_norm = grad_norm;
       m.loss_scale = loss_scale_;
       m.tokens_per_second = static_cast<double>(t.global_batch_size * config_.model.seq_length) / seconds;
-      m.tflops_per_device = flops_per_iteration_ / seconds / 1e12;
+      m.tflops_per_device = flops_per_iteration_ / context_->grid().world_size() / seconds / 1e12;
       if (peak > 0) m.mfu = m.tflops_per_device / peak;
       m.skipped_iterations = skipped_total;
       m.nan_iterations = nan_total;
@@ -270,12 +265,21 @@ TrainingSummary Trainer::train() {
   if (!stopped && t.eval_interval > 0 && t.train_iters % t.eval_interval != 0) run_eval(t.train_iters);
   if (!stopped) checkpoints_->at_end(progress_at(last_iteration), *model_, optimizer);
   progress.clear();
-  if (timed_iterations > 0)
+  if (timed_iterations > 0) {
     summary.tokens_per_second = static_cast<double>(timed_iterations * t.global_batch_size * config_.model.seq_length) /
                                 timed_seconds;
+    summary.seconds_per_iteration = timed_seconds / static_cast<double>(timed_iterations);
+    summary.tflops_per_device =
+        flops_per_iteration_ / context_->grid().world_size() / summary.seconds_per_iteration / 1e12;
+    if (peak > 0) summary.mfu = summary.tflops_per_device / peak;
+  }
+  summary.peak_activation_bytes = arena_.peak_bytes();
+  if (device_.is_cuda()) summary.peak_device_bytes = device_peak_allocated_bytes();
   log::info("training finished: ", t.train_iters, " iterations, ", summary.tokens_per_second,
             " tokens/s on average (iterations 2..", t.train_iters, "), peak activation memory ",
-            arena_.peak_bytes() / (1 << 20), " MiB");
+            arena_.peak_bytes() / (1 << 20), " MiB",
+            device_.is_cuda() ? ", peak device memory " + std::to_string(summary.peak_device_bytes >> 20) + " MiB"
+                              : std::string());
   return summary;
 }
 

@@ -19,7 +19,7 @@
 namespace tessera::ops::cuda {
 
 // Scratch regions used at the same time by one op must have different slots.
-enum class ScratchSlot { attention_weights = 0, attention_dscores = 1, layernorm_sums = 2, count = 3 };
+enum class ScratchSlot { attention_weights = 0, attention_dscores = 1, layernorm_sums = 2, flash_attention_backward = 3, count = 4 };
 
 class CudaContext {
  public:

@@ -122,6 +122,18 @@ void sum_of_squares_accumulate(const Tensor& t, double* device_total) {
   kernels::sum_of_squares(t.dtype(), t.data(), t.numel(), device_total, stream());
 }
 
+double masked_sum(const Tensor& values, const Tensor& mask) {
+  require_storage_dtype("masked_sum", values, "values");
+  CudaContext& context = CudaContext::get();
+  TESSERA_CUDA_CHECK(cudaMemsetAsync(context.device_scalar(), 0, sizeof(double), context.stream()));
+  kernels::masked_sum(values.dtype(), values.data(), mask.data(), values.numel(), context.device_scalar(),
+                      context.stream());
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(context.host_scalar(), context.device_scalar(), sizeof(double),
+                                     cudaMemcpyDeviceToHost, context.stream()));
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
+  return *context.host_scalar();
+}
+
 double sum_of_squares(const Tensor& t) {
   CudaContext& context = CudaContext::get();
   TESSERA_CUDA_CHECK(cudaMemsetAsync(context.device_scalar(), 0, sizeof(double), context.stream()));

@@ -28,6 +28,7 @@ void scale_inplace(const Tensor& dst, double factor);
 void fill(const Tensor& dst, double value);
 void copy(const Tensor& src, const Tensor& dst);  // also host <-> device for equal dtypes
 double sum_of_squares(const Tensor& t);           // synchronises the stream
+double masked_sum(const Tensor& values, const Tensor& mask);  // synchronises the stream
 // Adds sum(t^2) to *device_total (a device double) without synchronising.
 void sum_of_squares_accumulate(const Tensor& t, double* device_total);
 

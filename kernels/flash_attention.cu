@@ -1,0 +1,641 @@
+// Fused causal/non-causal self-attention in the FlashAttention-2 scheme on tensor cores
+// (mma.sync m16n8k16, ldmatrix, cp.async): forward (out, per-row log-sum-exp) and backward (dqkv).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/common.cuh"
+#include "kernels/flash_attention.h"
+
+namespace tessera::kernels {
+
+namespace {
+
+constexpr int kThreads = 128;  // 4 warps
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// ---- PTX helpers -----------------------------------------------------------------------------
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t* r, const void* smem) {
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t* r, const void* smem) {
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+}
+
+// 16-byte global -> shared copy; an invalid source zero-fills the destination.
+__device__ __forceinline__ void cp_async16(void* smem, const void* global, bool valid) {
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx: exp2(-inf) = +0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// Copies rows [row0, row0 + ROWS) x HN of a strided head view into shared memory (row pitch HN + 8
+// elements, which keeps ldmatrix free of bank conflicts); rows >= seq become zeros.
+template <typename T, int HN, int ROWS>
+__device__ __forceinline__ void load_rows(T* dst, const T* base, int64_t row_stride, int row0, int seq) {
+  constexpr int kChunks = HN / 8;  // 16-byte chunks per row
+  constexpr int kPitch = HN + 8;
+  static_assert((ROWS * kChunks) % kThreads == 0, "tile must split evenly over the block");
+#pragma unroll
+  for (int k = 0; k < ROWS * kChunks / kThreads; ++k) {
+    const int c = threadIdx.x + k * kThreads;
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const int row = row0 + r;
+    const bool valid = row < seq;
+    cp_async16(dst + r * kPitch + col, base + static_cast<int64_t>(valid ? row : 0) * row_stride + col, valid);
+  }
+}
+
+// ---- forward ---------------------------------------------------------------------------------
+
+struct ForwardParams {
+  const void* qkv;
+  const uint8_t* mask;
+  void* out;
+  float* lse;
+  int seq, batch, heads, groups;
+  bool causal;
+  float scale_log2;  // softmax_scale * log2(e)
+};
+
+constexpr int kFwdBlockM = 64, kFwdBlockN = 64;
+
+template <typename T, int HN>
+constexpr int forward_smem_bytes() {
+  return (kFwdBlockM + 4 * kFwdBlockN) * (HN + 8) * static_cast<int>(sizeof(T));
+}
+
+// One block: 64 query rows of one (head, batch); each warp owns 16 rows. Key/value tiles of 64 rows
+// stream through a two-stage cp.async pipeline; the softmax is online (running max and sum).
+template <typename T, int HN>
+__global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p) {
+  constexpr int BM = kFwdBlockM, BN = kFwdBlockN, LD = HN + 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + BM * LD;      // 2 stages
+  T* sV = sK + 2 * BN * LD;  // 2 stages
+
+  const int tile_m = gridDim.x - 1 - blockIdx.x;  // longest (causal) rows first
+  const int h = blockIdx.y, bi = blockIdx.z;
+  const int seq = p.seq;
+  const int hpg = p.heads / p.groups, g = h / hpg;
+  const int64_t width = static_cast<int64_t>(p.heads + 2 * p.groups) * HN;
+  const int64_t row_stride = p.batch * width;
+  const T* qkv = static_cast<const T*>(p.qkv);
+  const T* group_base = qkv + bi * width + static_cast<int64_t>(g) * (hpg + 2) * HN;
+  const T* q_base = group_base + (h % hpg) * HN;
+  const T* k_base = group_base + hpg * HN;
+  const T* v_base = k_base + HN;
+  const int q0 = tile_m * BM;
+  int n_tiles = (seq + BN - 1) / BN;
+  if (p.causal) n_tiles = min(n_tiles, (q0 + BM - 1) / BN + 1);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+
+  load_rows<T, HN, BM>(sQ, q_base, row_stride, q0, seq);
+  load_rows<T, HN, BN>(sK, k_base, row_stride, 0, seq);
+  load_rows<T, HN, BN>(sV, v_base, row_stride, 0, seq);
+  cp_async_commit();
+
+  uint32_t qf[HN / 16][4];
+  float o[HN / 8][4];
+#pragma unroll
+  for (int i = 0; i < HN / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  const int row_a = q0 + warp * 16 + gr, row_b = row_a + 8;
+  const uint8_t* mask_row = p.mask ? p.mask + static_cast<int64_t>(bi) * seq : nullptr;
+
+  for (int j = 0; j < n_tiles; ++j) {
+    if (j + 1 < n_tiles) {
+      const int stage = (j + 1) & 1;
+      load_rows<T, HN, BN>(sK + stage * BN * LD, k_base, row_stride, (j + 1) * BN, seq);
+      load_rows<T, HN, BN>(sV + stage * BN * LD, v_base, row_stride, (j + 1) * BN, seq);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (j == 0) {
+#pragma unroll
+      for (int kk = 0; kk < HN / 16; ++kk)
+        ldsm_x4(qf[kk], sQ + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD + kk * 16 + (lane / 16) * 8);
+    }
+    const T* k_tile = sK + (j & 1) * BN * LD;
+    const T* v_tile = sV + (j & 1) * BN * LD;
+
+    // S = Q K^T (16 x 64 per warp)
+    float sc[BN / 8][4];
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HN / 16; ++kk) {
+#pragma unroll
+      for (int np = 0; np < BN / 16; ++np) {
+        uint32_t b[4];
+        ldsm_x4(b, k_tile + (np * 16 + (lane % 8) + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8);
+        mma16816<T>(sc[2 * np], qf[kk], b[0], b[1]);
+        mma16816<T>(sc[2 * np + 1], qf[kk], b[2], b[3]);
+      }
+    }
+
+    // scale (log2 domain) and mask
+    const int k0 = j * BN;
+    const bool need_mask = k0 + BN > seq || (p.causal && k0 + BN - 1 > q0) || mask_row != nullptr;
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = sc[nt][e] * p.scale_log2;
+        if (need_mask) {
+          const int key = k0 + nt * 8 + 2 * tq + (e & 1);
+          const int row = e < 2 ? row_a : row_b;
+          if (key >= seq || (p.causal && key > row) || (mask_row && !mask_row[key])) x = -INFINITY;
+        }
+        sc[nt][e] = x;
+      }
+    }
+
+    // online softmax: rows gr (r = 0) and gr + 8 (r = 1); a quad of lanes shares a row
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(sc[nt][2 * r], sc[nt][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m_run[r], mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;  // a row with no key yet keeps p = 0
+      const float alpha = fast_exp2(m_run[r] - m_use);
+      m_run[r] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt) {
+        sc[nt][2 * r] = fast_exp2(sc[nt][2 * r] - m_use);
+        sc[nt][2 * r + 1] = fast_exp2(sc[nt][2 * r + 1] - m_use);
+        sum += sc[nt][2 * r] + sc[nt][2 * r + 1];
+      }
+      l_run[r] = l_run[r] * alpha + sum;
+#pragma unroll
+      for (int dt = 0; dt < HN / 8; ++dt) {
+        o[dt][2 * r] *= alpha;
+        o[dt][2 * r + 1] *= alpha;
+      }
+    }
+
+    // O += P V (P from registers: the accumulator layout of two n-tiles is an A fragment)
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t a[4];
+      a[0] = pack2<T>(sc[2 * kk][0], sc[2 * kk][1]);
+      a[1] = pack2<T>(sc[2 * kk][2], sc[2 * kk][3]);
+      a[2] = pack2<T>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      a[3] = pack2<T>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < HN / 16; ++dp) {
+        uint32_t b[4];
+        ldsm_x4_trans(b, v_tile + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD + dp * 16 + (lane / 16) * 8);
+        mma16816<T>(o[2 * dp], a, b[0], b[1]);
+        mma16816<T>(o[2 * dp + 1], a, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // this stage is refilled by the next iteration's prefetch
+  }
+
+  T* out = static_cast<T*>(p.out);
+  const int64_t out_row = static_cast<int64_t>(p.heads) * HN;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const int row = r ? row_b : row_a;
+    if (row < seq) {
+      T* orow = out + (static_cast<int64_t>(row) * p.batch + bi) * out_row + h * HN;
+#pragma unroll
+      for (int dt = 0; dt < HN / 8; ++dt)
+        *reinterpret_cast<uint32_t*>(orow + dt * 8 + 2 * tq) = pack2<T>(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+      if (tq == 0)
+        p.lse[(static_cast<int64_t>(bi) * p.heads + h) * seq + row] = l > 0.0f ? m_run[r] * kLn2 + logf(l) : -INFINITY;
+    }
+  }
+}
+
+// ---- backward --------------------------------------------------------------------------------
+
+struct BackwardParams {
+  const void* qkv;
+  const void* dout;
+  const float* lse;   // [b, na, s]
+  const float* dsum;  // D = rowsum(dout * out), [b, na, s]
+  const uint8_t* mask;
+  void* dqkv;
+  float* dq_accum;  // [s, b, na, hn]
+  int seq, batch, heads, groups;
+  bool causal;
+  float scale, scale_log2;
+};
+
+constexpr int kBwdBlockN = 64;  // keys per block (16 per warp)
+
+template <int HN>
+__host__ __device__ constexpr int backward_block_m() { return HN <= 64 ? 64 : 32; }  // queries per inner tile
+
+template <typename T, int HN>
+constexpr int backward_smem_bytes() {
+  constexpr int BQ = backward_block_m<HN>();
+  return (2 * kBwdBlockN + 4 * BQ) * (HN + 8) * static_cast<int>(sizeof(T)) +
+         kBwdBlockN * (BQ + 8) * static_cast<int>(sizeof(T)) + 4 * BQ * static_cast<int>(sizeof(float));
+}
+
+// D[b, h, q] = sum_d dout * out (fp32) and zeroes the dq accumulator; one warp per (q, b, h) row.
+template <typename T, int HN>
+__global__ void flash_backward_prepare_kernel(const T* dout, const T* out, float* dsum, float* dq_accum, int seq,
+                                              int batch, int heads) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= static_cast<int64_t>(seq) * batch * heads) return;
+  const T* a = dout + row * HN;
+  const T* b = out + row * HN;
+  float sum = 0.0f;
+#pragma unroll
+  for (int d = lane * 2; d < HN; d += 64) sum += load_f(a + d) * load_f(b + d) + load_f(a + d + 1) * load_f(b + d + 1);
+  sum = warp_sum(sum);
+  const int h = static_cast<int>(row % heads);
+  const int64_t rest = row / heads;
+  const int bi = static_cast<int>(rest % batch), q = static_cast<int>(rest / batch);
+  if (lane == 0) dsum[(static_cast<int64_t>(bi) * heads + h) * seq + q] = sum;
+  float2* acc = reinterpret_cast<float2*>(dq_accum + row * HN);
+#pragma unroll
+  for (int d = lane; d < HN / 2; d += 32) acc[d] = make_float2(0.0f, 0.0f);
+}
+
+// dqkv's q columns = dq accumulator (already scaled) rounded to the storage dtype.
+template <typename T, int HN>
+__global__ void flash_backward_write_dq_kernel(const float* dq_accum, T* dqkv, int64_t pairs, int heads, int groups) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= pairs) return;
+  const int64_t e = 2 * i;
+  const int d = static_cast<int>(e % HN);
+  const int64_t r = e / HN;
+  const int h = static_cast<int>(r % heads);
+  const int64_t token = r / heads;  // q * batch + bi
+  const int hpg = heads / groups;
+  const int64_t width = static_cast<int64_t>(heads + 2 * groups) * HN;
+  const float2 v = *reinterpret_cast<const float2*>(dq_accum + e);
+  *reinterpret_cast<uint32_t*>(dqkv + token * width + (h / hpg) * (hpg + 2) * HN + (h % hpg) * HN + d) =
+      pack2<T>(v.x, v.y);
+}
+
+// One block: 64 keys of one (group, batch); each warp owns 16 keys and keeps their dK, dV in
+// registers while query tiles of every head of the group stream through (two cp.async stages).
+// Per tile: S^T = K Q^T, P^T = exp(S^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T - D) * scale,
+// dV += P^T dO, dK += dS^T Q, and dQ += dS K through shared memory and fp32 atomics.
+template <typename T, int HN>
+__global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams p) {
+  constexpr int BK = kBwdBlockN, BQ = backward_block_m<HN>(), LD = HN + 8, LDS = BQ + 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* sK = reinterpret_cast<T*>(smem_raw);
+  T* sV = sK + BK * LD;
+  T* sQ = sV + BK * LD;        // 2 stages
+  T* sdO = sQ + 2 * BQ * LD;   // 2 stages
+  T* sdST = sdO + 2 * BQ * LD;  // dS^T [key][query]
+  float* sLse = reinterpret_cast<float*>(sdST + BK * LDS);  // 2 stages, log2 domain (+inf: no key)
+  float* sD = sLse + 2 * BQ;                                // 2 stages
+
+  const int key0 = blockIdx.x * BK;
+  const int g = blockIdx.y, bi = blockIdx.z;
+  const int seq = p.seq, heads = p.heads;
+  const int hpg = heads / p.groups;
+  const int64_t width = static_cast<int64_t>(heads + 2 * p.groups) * HN;
+  const int64_t row_stride = p.batch * width;
+  const int64_t out_stride = static_cast<int64_t>(p.batch) * heads * HN;
+  const T* group_base = static_cast<const T*>(p.qkv) + bi * width + static_cast<int64_t>(g) * (hpg + 2) * HN;
+  const T* k_base = group_base + hpg * HN;
+  const T* v_base = k_base + HN;
+  const T* dout = static_cast<const T*>(p.dout);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+
+  const int q_tiles = (seq + BQ - 1) / BQ;
+  const int i_begin = p.causal ? key0 / BQ : 0;
+  const int n_i = q_tiles - i_begin;
+  const int n_iter = hpg * n_i;
+
+  auto load_stage = [&](int it, int stage) {
+    const int hh = it / n_i, i = i_begin + it % n_i, h = g * hpg + hh;
+    load_rows<T, HN, BQ>(sQ + stage * BQ * LD, group_base + hh * HN, row_stride, i * BQ, seq);
+    load_rows<T, HN, BQ>(sdO + stage * BQ * LD, dout + static_cast<int64_t>(bi) * heads * HN + h * HN, out_stride,
+                         i * BQ, seq);
+    for (int t = threadIdx.x; t < BQ; t += kThreads) {
+      const int q = i * BQ + t;
+      const int64_t index = (static_cast<int64_t>(bi) * heads + h) * seq + q;
+      const float l = q < seq ? p.lse[index] : -INFINITY;
+      sLse[stage * BQ + t] = l == -INFINITY ? INFINITY : l * kLog2e;
+      sD[stage * BQ + t] = q < seq ? p.dsum[index] : 0.0f;
+    }
+  };
+
+  load_rows<T, HN, BK>(sK, k_base, row_stride, key0, seq);
+  load_rows<T, HN, BK>(sV, v_base, row_stride, key0, seq);
+  load_stage(0, 0);
+  cp_async_commit();
+
+  float dk[HN / 8][4], dv[HN / 8][4];
+#pragma unroll
+  for (int i = 0; i < HN / 8; ++i) {
+    dk[i][0] = dk[i][1] = dk[i][2] = dk[i][3] = 0.0f;
+    dv[i][0] = dv[i][1] = dv[i][2] = dv[i][3] = 0.0f;
+  }
+  const int key_a = key0 + warp * 16 + gr, key_b = key_a + 8;
+  const uint8_t* mask_row = p.mask ? p.mask + static_cast<int64_t>(bi) * seq : nullptr;
+  const bool key_ok_a = key_a < seq && (!mask_row || mask_row[key_a]);
+  const bool key_ok_b = key_b < seq && (!mask_row || mask_row[key_b]);
+
+  constexpr int WM = BQ / 16;            // warps along the query rows of the dQ tile
+  constexpr int COLS = HN / (4 / WM);    // dQ columns per warp
+  const int dq_m0 = (warp % WM) * 16, dq_c0 = (warp / WM) * COLS;
+
+  for (int it = 0; it < n_iter; ++it) {
+    const int stage = it & 1;
+    if (it + 1 < n_iter) {
+      load_stage(it + 1, stage ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const int h = g * hpg + it / n_i, q0 = (i_begin + it % n_i) * BQ;
+    const T* q_tile = sQ + stage * BQ * LD;
+    const T* do_tile = sdO + stage * BQ * LD;
+    const float* lse_tile = sLse + stage * BQ;
+    const float* d_tile = sD + stage * BQ;
+
+    // S^T = K Q^T and dP^T = V dO^T (16 keys x BQ queries per warp)
+    float sc[BQ / 8][4], dp[BQ / 8][4];
+#pragma unroll
+    for (int i = 0; i < BQ / 8; ++i) {
+      sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;
+      dp[i][0] = dp[i][1] = dp[i][2] = dp[i][3] = 0.0f;
+    }
+#pragma unroll
+    for (int kk = 0; kk < HN / 16; ++kk) {
+      uint32_t ka[4], va[4];
+      const int a_offset = (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD + kk * 16 + (lane / 16) * 8;
+      ldsm_x4(ka, sK + a_offset);
+      ldsm_x4(va, sV + a_offset);
+#pragma unroll
+      for (int np = 0; np < BQ / 16; ++np) {
+        const int b_offset = (np * 16 + (lane % 8) + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8;
+        uint32_t b[4];
+        ldsm_x4(b, q_tile + b_offset);
+        mma16816<T>(sc[2 * np], ka, b[0], b[1]);
+        mma16816<T>(sc[2 * np + 1], ka, b[2], b[3]);
+        ldsm_x4(b, do_tile + b_offset);
+        mma16816<T>(dp[2 * np], va, b[0], b[1]);
+        mma16816<T>(dp[2 * np + 1], va, b[2], b[3]);
+      }
+    }
+
+    // P^T (masked keys, causal, rows without keys -> 0) and dS^T = P^T (dP^T - D) * scale
+#pragma unroll
+    for (int nt = 0; nt < BQ / 8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ql = nt * 8 + 2 * tq + (e & 1);
+        const int key = e < 2 ? key_a : key_b;
+        const bool ok = (e < 2 ? key_ok_a : key_ok_b) && !(p.causal && key > q0 + ql);
+        const float prob = ok ? fast_exp2(sc[nt][e] * p.scale_log2 - lse_tile[ql]) : 0.0f;
+        sc[nt][e] = prob;
+        dp[nt][e] = prob * (dp[nt][e] - d_tile[ql]) * p.scale;
+      }
+    }
+
+    // dV += P^T dO, dK += dS^T Q
+#pragma unroll
+    for (int kk = 0; kk < BQ / 16; ++kk) {
+      uint32_t pa[4], da[4];
+      pa[0] = pack2<T>(sc[2 * kk][0], sc[2 * kk][1]);
+      pa[1] = pack2<T>(sc[2 * kk][2], sc[2 * kk][3]);
+      pa[2] = pack2<T>(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+      pa[3] = pack2<T>(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+      da[0] = pack2<T>(dp[2 * kk][0], dp[2 * kk][1]);
+      da[1] = pack2<T>(dp[2 * kk][2], dp[2 * kk][3]);
+      da[2] = pack2<T>(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+      da[3] = pack2<T>(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+#pragma unroll
+      for (int dd = 0; dd < HN / 16; ++dd) {
+        const int b_offset = (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD + dd * 16 + (lane / 16) * 8;
+        uint32_t b[4];
+        ldsm_x4_trans(b, do_tile + b_offset);
+        mma16816<T>(dv[2 * dd], pa, b[0], b[1]);
+        mma16816<T>(dv[2 * dd + 1], pa, b[2], b[3]);
+        ldsm_x4_trans(b, q_tile + b_offset);
+        mma16816<T>(dk[2 * dd], da, b[0], b[1]);
+        mma16816<T>(dk[2 * dd + 1], da, b[2], b[3]);
+      }
+      // dS^T to shared memory for the dQ product
+      *reinterpret_cast<uint32_t*>(sdST + (warp * 16 + gr) * LDS + kk * 16 + 2 * tq) = da[0];
+      *reinterpret_cast<uint32_t*>(sdST + (warp * 16 + gr + 8) * LDS + kk * 16 + 2 * tq) = da[1];
+      *reinterpret_cast<uint32_t*>(sdST + (warp * 16 + gr) * LDS + kk * 16 + 8 + 2 * tq) = da[2];
+      *reinterpret_cast<uint32_t*>(sdST + (warp * 16 + gr + 8) * LDS + kk * 16 + 8 + 2 * tq) = da[3];
+    }
+    __syncthreads();
+
+    // dQ[q0 + dq_m0 .. +16, dq_c0 .. + COLS] += dS K (A from dS^T via ldmatrix.trans)
+    float dq[COLS / 8][4];
+#pragma unroll
+    for (int i = 0; i < COLS / 8; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      uint32_t a[4];
+      ldsm_x4_trans(a, sdST + (kk * 16 + (lane % 8) + (lane / 16) * 8) * LDS + dq_m0 + ((lane / 8) % 2) * 8);
+#pragma unroll
+      for (int dd = 0; dd < COLS / 16; ++dd) {
+        uint32_t b[4];
+        ldsm_x4_trans(b, sK + (kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD + dq_c0 + dd * 16 + (lane / 16) * 8);
+        mma16816<T>(dq[2 * dd], a, b[0], b[1]);
+        mma16816<T>(dq[2 * dd + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int q = q0 + dq_m0 + gr + 8 * r;
+      if (q < seq) {
+        float* acc = p.dq_accum + ((static_cast<int64_t>(q) * p.batch + bi) * heads + h) * HN + dq_c0 + 2 * tq;
+#pragma unroll
+        for (int dt = 0; dt < COLS / 8; ++dt)
+          atomicAdd(reinterpret_cast<float2*>(acc + dt * 8), make_float2(dq[dt][2 * r], dq[dt][2 * r + 1]));
+      }
+    }
+    __syncthreads();  // stage and dS^T are reused next iteration
+  }
+
+  T* dgroup = static_cast<T*>(p.dqkv) + bi * width + static_cast<int64_t>(g) * (hpg + 2) * HN;
+  T* dk_base = dgroup + hpg * HN;
+  T* dv_base = dk_base + HN;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = r ? key_b : key_a;
+    if (key < seq) {
+      T* dk_row = dk_base + static_cast<int64_t>(key) * row_stride;
+      T* dv_row = dv_base + static_cast<int64_t>(key) * row_stride;
+#pragma unroll
+      for (int dt = 0; dt < HN / 8; ++dt) {
+        *reinterpret_cast<uint32_t*>(dk_row + dt * 8 + 2 * tq) = pack2<T>(dk[dt][2 * r], dk[dt][2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(dv_row + dt * 8 + 2 * tq) = pack2<T>(dv[dt][2 * r], dv[dt][2 * r + 1]);
+      }
+    }
+  }
+}
+
+// ---- host launchers --------------------------------------------------------------------------
+
+template <typename Kernel>
+void allow_dynamic_smem(Kernel kernel, int bytes) {
+  TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+template <typename T, int HN>
+void launch_forward(const void* qkv, const uint8_t* mask, const FlashAttentionArgs& a, void* out, float* lse,
+                    cudaStream_t stream) {
+  constexpr int smem = forward_smem_bytes<T, HN>();
+  static const bool configured = (allow_dynamic_smem(flash_forward_kernel<T, HN>, smem), true);
+  (void)configured;
+  ForwardParams p;
+  p.qkv = qkv, p.mask = mask, p.out = out, p.lse = lse;
+  p.seq = static_cast<int>(a.seq), p.batch = static_cast<int>(a.batch);
+  p.heads = static_cast<int>(a.num_heads), p.groups = static_cast<int>(a.num_query_groups);
+  p.causal = a.causal;
+  p.scale_log2 = a.softmax_scale * kLog2e;
+  const dim3 grid(static_cast<unsigned>((a.seq + kFwdBlockM - 1) / kFwdBlockM), static_cast<unsigned>(a.num_heads),
+                  static_cast<unsigned>(a.batch));
+  flash_forward_kernel<T, HN><<<grid, kThreads, smem, stream>>>(p);
+  TESSERA_KERNEL_LAUNCH_CHECK();
+}
+
+size_t dq_accum_bytes(const FlashAttentionArgs& a) {
+  const size_t bytes = static_cast<size_t>(a.seq * a.batch * a.num_heads * a.head_dim) * sizeof(float);
+  return (bytes + 255) / 256 * 256;
+}
+
+template <typename T, int HN>
+void launch_backward(const void* dout, const void* qkv, const void* out, const float* lse, const uint8_t* mask,
+                     const FlashAttentionArgs& a, void* dqkv, void* scratch, cudaStream_t stream) {
+  constexpr int smem = backward_smem_bytes<T, HN>();
+  static const bool configured = (allow_dynamic_smem(flash_backward_kernel<T, HN>, smem), true);
+  (void)configured;
+  float* dq_accum = static_cast<float*>(scratch);
+  float* dsum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_accum_bytes(a));
+  const int64_t rows = a.seq * a.batch * a.num_heads;
+  flash_backward_prepare_kernel<T, HN><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(
+      static_cast<const T*>(dout), static_cast<const T*>(out), dsum, dq_accum, static_cast<int>(a.seq),
+      static_cast<int>(a.batch), static_cast<int>(a.num_heads));
+  TESSERA_KERNEL_LAUNCH_CHECK();
+  BackwardParams p;
+  p.qkv = qkv, p.dout = dout, p.lse = lse, p.dsum = dsum, p.mask = mask, p.dqkv = dqkv, p.dq_accum = dq_accum;
+  p.seq = static_cast<int>(a.seq), p.batch = static_cast<int>(a.batch);
+  p.heads = static_cast<int>(a.num_heads), p.groups = static_cast<int>(a.num_query_groups);
+  p.causal = a.causal;
+  p.scale = a.softmax_scale;
+  p.scale_log2 = a.softmax_scale * kLog2e;
+  const dim3 grid(static_cast<unsigned>((a.seq + kBwdBlockN - 1) / kBwdBlockN),
+                  static_cast<unsigned>(a.num_query_groups), static_cast<unsigned>(a.batch));
+  flash_backward_kernel<T, HN><<<grid, kThreads, smem, stream>>>(p);
+  TESSERA_KERNEL_LAUNCH_CHECK();
+  const int64_t pairs = rows * HN / 2;
+  flash_backward_write_dq_kernel<T, HN><<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, stream>>>(
+      dq_accum, static_cast<T*>(dqkv), pairs, static_cast<int>(a.num_heads), static_cast<int>(a.num_query_groups));
+  TESSERA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename F>
+void dispatch(DType t, int64_t head_dim, F&& f) {
+  if (t == DType::bf16) {
+    if (head_dim == 64) return f(__nv_bfloat16{}, std::integral_constant<int, 64>{});
+    if (head_dim == 128) return f(__nv_bfloat16{}, std::integral_constant<int, 128>{});
+  } else if (t == DType::f16) {
+    if (head_dim == 64) return f(__half{}, std::integral_constant<int, 64>{});
+    if (head_dim == 128) return f(__half{}, std::integral_constant<int, 128>{});
+  }
+  TESSERA_FAIL("flash attention kernels: no kernel for dtype ", dtype_name(t), " and head_dim ", head_dim,
+               " (bf16/f16 with head_dim 64 or 128 only)");
+}
+
+}  // namespace
+
+bool flash_attention_kernel_exists(DType t, int64_t head_dim) {
+  return (t == DType::bf16 || t == DType::f16) && (head_dim == 64 || head_dim == 128);
+}
+
+void flash_attention_forward(DType t, const void* qkv, const uint8_t* key_padding_mask, const FlashAttentionArgs& a,
+                             void* out, float* lse, cudaStream_t s) {
+  if (a.seq == 0 || a.batch == 0) return;
+  dispatch(t, a.head_dim, [&](auto tag, auto hn) {
+    launch_forward<decltype(tag), decltype(hn)::value>(qkv, key_padding_mask, a, out, lse, s);
+  });
+}
+
+size_t flash_attention_backward_scratch_bytes(const FlashAttentionArgs& a) {
+  return dq_accum_bytes(a) + static_cast<size_t>(a.batch * a.num_heads * a.seq) * sizeof(float);
+}
+
+void flash_attention_backward(DType t, const void* dout, const void* qkv, const void* out, const float* lse,
+                              const uint8_t* key_padding_mask, const FlashAttentionArgs& a, void* dqkv, void* scratch,
+                              cudaStream_t s) {
+  if (a.seq == 0 || a.batch == 0) return;
+  dispatch(t, a.head_dim, [&](auto tag, auto hn) {
+    launch_backward<decltype(tag), decltype(hn)::value>(dout, qkv, out, lse, key_padding_mask, a, dqkv, scratch, s);
+  });
+}
+
+}  // namespace tessera::kernels

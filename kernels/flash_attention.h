@@ -1,0 +1,35 @@
+// Launch declarations of the fused (FlashAttention-2 style) attention kernels (flash_attention.cu):
+// bf16/f16 storage, head_dim 64 or 128, tensor-core math with fp32 softmax/accumulation, no s x s matrix.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/core/dtype.h"
+
+namespace tessera::kernels {
+
+// qkv [s, b, (na + 2 ng) hn] in Megatron's per-query-group layout, out/dout [s, b, na hn],
+// lse f32 [b, na, s] (natural log-sum-exp of the scaled, masked scores; -inf for a row with no key).
+struct FlashAttentionArgs {
+  int64_t seq = 0, batch = 0, num_heads = 0, num_query_groups = 0, head_dim = 0;
+  bool causal = true;
+  float softmax_scale = 1.0f;  // 1 / sqrt(head_dim)
+};
+
+// True for the storage dtypes and head dims the kernels are built for (bf16/f16; 64, 128).
+bool flash_attention_kernel_exists(DType t, int64_t head_dim);
+
+// key_padding_mask: u8 [b, s] (1 = attend) or null. Pointers must be 16-byte aligned.
+void flash_attention_forward(DType t, const void* qkv, const uint8_t* key_padding_mask, const FlashAttentionArgs& a,
+                             void* out, float* lse, cudaStream_t s);
+
+// Device scratch the backward needs: an fp32 dq accumulator [s, b, na, hn] and D = rowsum(dout * out).
+size_t flash_attention_backward_scratch_bytes(const FlashAttentionArgs& a);
+// dqkv [s, b, (na + 2 ng) hn] is overwritten (dk/dv of a group summed over its heads).
+void flash_attention_backward(DType t, const void* dout, const void* qkv, const void* out, const float* lse,
+                              const uint8_t* key_padding_mask, const FlashAttentionArgs& a, void* dqkv, void* scratch,
+                              cudaStream_t s);
+
+}  // namespace tessera::kernels

@@ -1,0 +1,365 @@
+// Fused attention parity and speed (label gpu): CUDA bf16/f16 flash forward (out, lse) and backward
+// (dq, dk, dv) against the CPU f32 reference on the same rounded inputs over a grid of head dims,
+// lengths, batches, GQA shapes, causal/bidirectional and key padding (with rows that see no key),
+// with guard bytes around every device output; then timings of fused vs unfused attention on the
+// GPT-2 124M and 1.5B shapes. Exits 77 (skipped) without a visible GPU.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tessera/core/half.h"
+#include "tessera/core/tensor.h"
+#include "tessera/ops/attention.h"
+#include "tessera/ops/cuda/cuda_context.h"
+#include "tessera/ops/cuda/ops_cuda.h"
+#include "tessera/ops/flash_attention.h"
+
+using namespace tessera;
+
+namespace {
+
+constexpr size_t kGuard = 256;
+constexpr unsigned char kGuardByte = 0xA5;
+std::mt19937 rng(4321);
+int failures = 0;
+
+void cuda_ok(cudaError_t rc, const char* what) {
+  if (rc != cudaSuccess) {
+    std::printf("CUDA error in %s: %s\n", what, cudaGetErrorString(rc));
+    std::exit(1);
+  }
+}
+
+float round_to(float v, DType t) {
+  if (t == DType::bf16) return bf16_to_float(float_to_bf16(v));
+  if (t == DType::f16) return f16_to_float(float_to_f16(v));
+  return v;
+}
+
+std::vector<float> randn(int64_t n, float stddev, DType t) {
+  std::normal_distribution<float> dist(0.0f, stddev);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = round_to(dist(rng), t);
+  return v;
+}
+
+// A device tensor with kGuard guard bytes on each side; the guards must survive every op.
+struct DeviceTensor {
+  char* base = nullptr;
+  size_t bytes = 0;
+  Tensor tensor;
+  DeviceTensor(DType t, Shape shape, const void* host_bytes) {
+    bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(t);
+    cuda_ok(cudaMalloc(&base, bytes + 2 * kGuard), "cudaMalloc");
+    cuda_ok(cudaMemset(base, kGuardByte, bytes + 2 * kGuard), "cudaMemset");
+    if (host_bytes && bytes) cuda_ok(cudaMemcpy(base + kGuard, host_bytes, bytes, cudaMemcpyHostToDevice), "upload");
+    tensor = Tensor(base + kGuard, t, std::move(shape), Device::cuda(0));
+  }
+  ~DeviceTensor() { cudaFree(base); }
+  DeviceTensor(const DeviceTensor&) = delete;
+  bool guards_intact() const {
+    std::vector<unsigned char> g(kGuard);
+    for (size_t offset : {size_t(0), kGuard + bytes}) {
+      cuda_ok(cudaMemcpy(g.data(), base + offset, kGuard, cudaMemcpyDeviceToHost), "guard download");
+      for (unsigned char c : g)
+        if (c != kGuardByte) return false;
+    }
+    return true;
+  }
+};
+
+std::vector<unsigned char> to_bytes(const std::vector<float>& v, DType t) {
+  std::vector<unsigned char> out(v.size() * dtype_size(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == DType::f32) std::memcpy(&out[i * 4], &v[i], 4);
+    else if (t == DType::bf16) { bf16 h = float_to_bf16(v[i]); std::memcpy(&out[i * 2], &h, 2); }
+    else { f16 h = float_to_f16(v[i]); std::memcpy(&out[i * 2], &h, 2); }
+  }
+  return out;
+}
+
+std::unique_ptr<DeviceTensor> upload(const std::vector<float>& v, DType t, Shape shape) {
+  auto bytes = to_bytes(v, t);
+  return std::make_unique<DeviceTensor>(t, std::move(shape), bytes.data());
+}
+
+// Leaves the device contents to the op under test: a NaN pattern, so an unwritten element shows.
+std::unique_ptr<DeviceTensor> output(DType t, Shape shape) {
+  auto d = std::make_unique<DeviceTensor>(t, std::move(shape), nullptr);
+  cuda_ok(cudaMemset(d->base + kGuard, 0xFF, d->bytes), "poison");  // 0xFFFF.. is NaN in f32/bf16/f16
+  return d;
+}
+
+std::vector<float> download(const DeviceTensor& d, const std::string& what) {
+  ops::cuda::synchronize();
+  cuda_ok(cudaGetLastError(), what.c_str());
+  if (!d.guards_intact()) {
+    std::printf("FAIL %s: guard bytes overwritten (out-of-bounds write)\n", what.c_str());
+    ++failures;
+  }
+  const DType t = d.tensor.dtype();
+  const int64_t n = d.tensor.numel();
+  std::vector<unsigned char> raw(d.bytes);
+  if (d.bytes) cuda_ok(cudaMemcpy(raw.data(), d.tensor.data(), d.bytes, cudaMemcpyDeviceToHost), "download");
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if (t == DType::f32) std::memcpy(&out[i], &raw[i * 4], 4);
+    else if (t == DType::bf16) { bf16 h; std::memcpy(&h, &raw[i * 2], 2); out[i] = bf16_to_float(h); }
+    else { f16 h; std::memcpy(&h, &raw[i * 2], 2); out[i] = f16_to_float(h); }
+  }
+  return out;
+}
+
+Tensor cpu(std::vector<float>& v, Shape shape) { return Tensor(v.data(), DType::f32, std::move(shape)); }
+
+// Thresholds on max|gpu - ref| / max|ref|. The reference sees the same rounded inputs, so the error
+// is the kernel's own: P (and dS) rounded to the storage dtype before the tensor-core products
+// (relative 2^-8 for bf16, 2^-11 for f16) plus the output's rounding (2^-9 / 2^-12 of the largest
+// value). Forward: bf16 1e-2, f16 2e-3. Backward: dS = P (dP - D) cancels and is rounded again, and
+// dq/dk sum over up to s keys/queries: twice the forward's. lse is fp32 from exact products: 1e-4.
+double tolerance(const std::string& what, DType t) {
+  if (what == "lse") return 1e-4;
+  const double forward = t == DType::bf16 ? 1e-2 : 2e-3;
+  return what == "out" ? forward : 2 * forward;
+}
+
+struct Result { double worst = 0.0; int cases = 0; bool ok = true; };
+std::map<std::string, Result> results;  // "what dtype hn" -> worst normalised error
+
+// gpu/ref restricted to the entries where pick(i) is true; NaN/Inf classes must agree. The error is
+// normalised by max(max|ref| over the picked entries, floor): dq and dk pass floor = 5% of max|dqkv|,
+// because where every query sees a single key (s = 1) their true value is exactly 0 (a one-element
+// softmax has no gradient) and both sides hold only rounding noise of dP - D.
+template <typename Pick>
+double compare(const std::string& what, DType t, int64_t hn, const std::string& config, const std::vector<float>& gpu,
+               const std::vector<float>& ref, Pick pick, double floor = 0.0) {
+  double max_ref = 0.0, max_err = 0.0;
+  int special_mismatch = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!pick(i)) continue;
+    const float r = ref[i], g = gpu[i];
+    if (!std::isfinite(r) || !std::isfinite(g)) {
+      const bool same = (std::isnan(r) && std::isnan(g)) || (std::isinf(r) && std::isinf(g) && (r > 0) == (g > 0));
+      if (!same) ++special_mismatch;
+      continue;
+    }
+    max_ref = std::max(max_ref, std::fabs(double(r)));
+    max_err = std::max(max_err, std::fabs(double(g) - double(r)));
+  }
+  const double denominator = std::max(max_ref, floor);
+  const double err = denominator > 0 ? max_err / denominator : max_err;  // all-zero reference: absolute error
+  const double tol = tolerance(what, t);
+  const std::string key = what + " " + std::string(dtype_name(t)) + " hn" + std::to_string(hn);
+  Result& r = results[key];
+  r.cases++;
+  r.worst = std::max(r.worst, err);
+  const bool ok = err <= tol && special_mismatch == 0 && std::isfinite(err);
+  if (!ok) {
+    r.ok = false;
+    ++failures;
+    std::printf("FAIL %s %s: normalised error %.3g (tolerance %.3g; max|err| %.3g, max|ref| %.3g), %d NaN/Inf "
+                "mismatches\n", key.c_str(), config.c_str(), err, tol, max_err, max_ref, special_mismatch);
+  }
+  return err;
+}
+
+struct Config {
+  DType t;
+  int64_t hn, s, b, na, ng;
+  bool causal, padding;
+};
+
+// Key padding: keys j with (7 j + bi) % 5 == 0 are masked; batch element 1 (or, with b = 1, key 0 of
+// batch 0, which leaves causal query 0 without a key) masks everything: rows that see no key.
+std::vector<uint8_t> make_mask(const Config& c) {
+  std::vector<uint8_t> m(static_cast<size_t>(c.b * c.s));
+  for (int64_t bi = 0; bi < c.b; ++bi)
+    for (int64_t j = 0; j < c.s; ++j) {
+      bool attend = (7 * j + bi) % 5 != 0;
+      if (c.b > 1 && bi == 1) attend = false;
+      if (c.b == 1 && j == 0) attend = false;
+      m[bi * c.s + j] = attend;
+    }
+  return m;
+}
+
+void run_config(const Config& c, std::FILE* log) {
+  const int64_t width = (c.na + 2 * c.ng) * c.hn, out_cols = c.na * c.hn;
+  char name[160];
+  std::snprintf(name, sizeof(name), "%s hn=%lld s=%lld b=%lld na=%lld ng=%lld %s %s", std::string(dtype_name(c.t)).c_str(),
+                static_cast<long long>(c.hn), static_cast<long long>(c.s), static_cast<long long>(c.b),
+                static_cast<long long>(c.na), static_cast<long long>(c.ng), c.causal ? "causal" : "full",
+                c.padding ? "padded" : "unpadded");
+  auto qkv = randn(c.s * c.b * width, 1.0f, c.t), dout = randn(c.s * c.b * out_cols, 1.0f, c.t);
+  std::vector<uint8_t> mask = make_mask(c);
+  ops::AttentionParams p;
+  p.num_heads = c.na, p.num_query_groups = c.ng, p.head_dim = c.hn, p.causal = c.causal;
+
+  // GPU
+  auto d_qkv = upload(qkv, c.t, {c.s, c.b, width});
+  auto d_dout = upload(dout, c.t, {c.s, c.b, out_cols});
+  DeviceTensor d_mask(DType::u8, {c.b, c.s}, mask.data());
+  auto d_out = output(c.t, {c.s, c.b, out_cols});
+  auto d_lse = output(DType::f32, {c.b, c.na, c.s});
+  auto d_dqkv = output(c.t, {c.s, c.b, width});
+  const Tensor gpu_mask = c.padding ? d_mask.tensor : Tensor();
+  if (!ops::flash_attention_supported(d_qkv->tensor, p)) {
+    std::printf("FAIL %s: flash_attention_supported is false\n", name);
+    ++failures;
+    return;
+  }
+  ops::flash_attention_forward(d_qkv->tensor, gpu_mask, p, d_out->tensor, d_lse->tensor);
+  ops::flash_attention_backward(d_dout->tensor, d_qkv->tensor, d_out->tensor, d_lse->tensor, gpu_mask, p,
+                                d_dqkv->tensor);
+  const auto g_out = download(*d_out, std::string("out ") + name);
+  const auto g_lse = download(*d_lse, std::string("lse ") + name);
+  const auto g_dqkv = download(*d_dqkv, std::string("dqkv ") + name);
+
+  // CPU f32 reference on the same rounded inputs
+  std::vector<float> r_out(g_out.size()), r_lse(g_lse.size()), r_dqkv(g_dqkv.size());
+  const Tensor cpu_mask = c.padding ? Tensor(mask.data(), DType::u8, {c.b, c.s}) : Tensor();
+  ops::flash_attention_forward(cpu(qkv, {c.s, c.b, width}), cpu_mask, p, cpu(r_out, {c.s, c.b, out_cols}),
+                               cpu(r_lse, {c.b, c.na, c.s}));
+  ops::flash_attention_backward(cpu(dout, {c.s, c.b, out_cols}), cpu(qkv, {c.s, c.b, width}),
+                                cpu(r_out, {c.s, c.b, out_cols}), cpu(r_lse, {c.b, c.na, c.s}), cpu_mask, p,
+                                cpu(r_dqkv, {c.s, c.b, width}));
+
+  const int64_t hpg = c.na / c.ng;
+  auto column_kind = [&](size_t i) {  // 0: q, 1: k, 2: v
+    const int64_t within = (static_cast<int64_t>(i) % width) % ((hpg + 2) * c.hn) / c.hn;
+    return within < hpg ? 0 : within == hpg ? 1 : 2;
+  };
+  auto all = [](size_t) { return true; };
+  const double e_out = compare("out", c.t, c.hn, name, g_out, r_out, all);
+  const double e_lse = compare("lse", c.t, c.hn, name, g_lse, r_lse, all);
+  double max_dqkv = 0.0;
+  for (float x : r_dqkv) max_dqkv = std::max(max_dqkv, std::fabs(double(x)));
+  const double floor = 0.05 * max_dqkv;
+  const double e_dq =
+      compare("dq", c.t, c.hn, name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 0; }, floor);
+  const double e_dk =
+      compare("dk", c.t, c.hn, name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 1; }, floor);
+  const double e_dv = compare("dv", c.t, c.hn, name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 2; });
+  std::fprintf(log, "%-58s out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n", name, e_out, e_lse, e_dq, e_dk, e_dv);
+}
+
+// ---- timing ------------------------------------------------------------------------------------
+
+uint64_t hash64(uint64_t x) {
+  x ^= x >> 33, x *= 0xff51afd7ed558ccdULL, x ^= x >> 33, x *= 0xc4ceb9fe1a85ec53ULL, x ^= x >> 33;
+  return x;
+}
+
+std::unique_ptr<DeviceTensor> pseudo_random(DType t, Shape shape, uint64_t seed) {
+  const int64_t n = shape_numel(shape);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = (static_cast<float>(hash64(seed * 0x9E3779B97F4A7C15ULL + i) >> 40) / 16777216.0f - 0.5f) * 3.4f;
+  return upload(v, t, std::move(shape));
+}
+
+template <typename F>
+double median_ms(F&& f) {
+  cudaStream_t stream = ops::cuda::CudaContext::get().stream();
+  for (int i = 0; i < 3; ++i) f();
+  cudaEvent_t start, stop;
+  cuda_ok(cudaEventCreate(&start), "event");
+  cuda_ok(cudaEventCreate(&stop), "event");
+  std::vector<float> ms;
+  for (int i = 0; i < 20; ++i) {
+    cuda_ok(cudaEventRecord(start, stream), "record");
+    f();
+    cuda_ok(cudaEventRecord(stop, stream), "record");
+    cuda_ok(cudaEventSynchronize(stop), "sync");
+    float t = 0;
+    cuda_ok(cudaEventElapsedTime(&t, start, stop), "elapsed");
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return 0.5 * (ms[9] + ms[10]);
+}
+
+void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn) {
+  const DType t = DType::bf16;
+  const int64_t width = 3 * na * hn;
+  ops::AttentionParams p;
+  p.num_heads = na, p.num_query_groups = na, p.head_dim = hn, p.causal = true;
+  auto qkv = pseudo_random(t, {s, b, width}, 1), dout = pseudo_random(t, {s, b, na * hn}, 2);
+  auto out = output(t, {s, b, na * hn});
+  auto lse = output(DType::f32, {b, na, s});
+  auto dqkv = output(t, {s, b, width});
+  const double fwd_flops = 4.0 * b * na * s * s * hn / 2, bwd_flops = 2.5 * fwd_flops;
+  const double f_ms = median_ms([&] { ops::flash_attention_forward(qkv->tensor, Tensor(), p, out->tensor, lse->tensor); });
+  const double b_ms = median_ms([&] {
+    ops::flash_attention_backward(dout->tensor, qkv->tensor, out->tensor, lse->tensor, Tensor(), p, dqkv->tensor);
+  });
+  download(*dqkv, std::string("timing dqkv ") + label);
+  double uf_ms = -1, ub_ms = -1;
+  {
+    auto probs = output(t, {b, na, s, s});
+    const RandomStream unused(1, 2);
+    uf_ms = median_ms([&] { ops::cuda::attention_forward(qkv->tensor, Tensor(), p, unused, out->tensor, probs->tensor); });
+    ub_ms = median_ms([&] { ops::cuda::attention_backward(dout->tensor, qkv->tensor, probs->tensor, p, unused, dqkv->tensor); });
+    download(*dqkv, std::string("timing unfused dqkv ") + label);
+  }
+  std::printf("%-34s fused   fwd %7.3f ms %6.1f TFLOP/s   bwd %7.3f ms %6.1f TFLOP/s\n", label, f_ms,
+              fwd_flops / f_ms * 1e-9, b_ms, bwd_flops / b_ms * 1e-9);
+  std::printf("%-34s unfused fwd %7.3f ms %6.1f TFLOP/s   bwd %7.3f ms %6.1f TFLOP/s\n", label, uf_ms,
+              fwd_flops / uf_ms * 1e-9, ub_ms, bwd_flops / ub_ms * 1e-9);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("SKIP: no CUDA device visible\n");
+    return 77;
+  }
+  // argv[1]: optional file for the per-configuration error table (default: stdout); argv[2] = "quick":
+  // no timings and s <= 257 only (for runs under compute-sanitizer).
+  std::FILE* log = argc > 1 ? std::fopen(argv[1], "w") : stdout;
+  if (!log) log = stdout;
+  const bool quick = argc > 2 && std::string(argv[2]) == "quick";
+  try {
+    std::printf("timings (bf16, causal, s=1024, hn=64; median of 20 after 3 warm-up; FLOPs fwd 4 b na s^2 hn / 2, "
+                "bwd 2.5x)\n");
+    if (!quick) {
+      time_shape("GPT-2 124M  b=16 na=ng=12", 16, 12, 1024, 64);
+      time_shape("GPT-2 1.5B  b=8  na=ng=25", 8, 25, 1024, 64);
+    }
+    const int64_t heads[][2] = {{4, 4}, {8, 2}, {4, 1}};
+    for (DType t : {DType::bf16, DType::f16})
+      for (int64_t hn : {64, 128})
+        for (int64_t s : {1, 17, 128, 257, 1024})
+          for (int64_t b : {1, 3})
+            if (!quick || s <= 257)
+            for (const auto& h : heads)
+              for (bool causal : {true, false})
+                for (bool padding : {false, true}) run_config({t, hn, s, b, h[0], h[1], causal, padding}, log);
+  } catch (const std::exception& e) {
+    std::printf("FAIL: exception: %s\n", e.what());
+    return 1;
+  }
+  if (log != stdout) std::fclose(log);
+  std::printf("\n%-24s %6s %12s %10s  %s\n", "what dtype hn", "cases", "max_norm_err", "tolerance", "result");
+  for (const auto& [key, r] : results) {
+    const std::string what = key.substr(0, key.find(' '));
+    const DType t = key.find("bf16") != std::string::npos ? DType::bf16 : DType::f16;
+    std::printf("%-24s %6d %12.3e %10.1e  %s\n", key.c_str(), r.cases, r.worst, tolerance(what, t),
+                r.ok ? "ok" : "FAIL");
+  }
+  std::printf("\nflash attention parity: %s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Everything the GPU acceptance needs, in one run on the GPU machine (device time is scarce): the
+# gpu-label parity tests, the loss-curve and parallel-parity scripts and the training benchmarks.
+# Usage (from a bundle made by ../shared/tools/device-bundle): gpu_check.sh BUNDLE_BIN SOURCE_DIR OUT [what...]
+# what: parity | curve | parallel | bench1 | bench2 (default: all). Results go to OUT/*.txt and OUT/*.json.
+set -uo pipefail
+bin=$1
+src=$2
+out=$3
+shift 3
+what=("${@:-parity curve parallel bench1 bench2}")
+what=" ${what[*]} "
+mkdir -p "$out"
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+status=0
+step() {  # name command...
+  local name=$1
+  shift
+  local start=$SECONDS
+  "$@" >"$out/$name.txt" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc, $((SECONDS - start)) s" | tee -a "$out/summary.txt"
+  tail -n 12 "$out/$name.txt" | tee -a "$out/summary.txt"
+  [ $rc -eq 0 ] || status=1
+}
+bench() {  # name ranks args...
+  local name=$1 ranks=$2
+  shift 2
+  if [ "$ranks" -gt 1 ]; then
+    step "$name" mpirun --allow-run-as-root --oversubscribe -np "$ranks" "$bin/tessera-bench" train "$@"
+  else
+    step "$name" "$bin/tessera-bench" train "$@"
+  fi
+  grep '^{"benchmark"' "$out/$name.txt" >"$out/$name.json" || true
+}
+if [[ $what == *" parity "* ]]; then
+  for t in gpu_ops_parity_test gpu_flash_attention_parity_test gpu_multi_tensor_parity_test gpu_gpt_training_parity_test; do
+    [ -x "$bin/$t" ] && step "$t" "$bin/$t"
+  done
+fi
+[[ $what == *" curve "* ]] && step loss_curve "$src/test/gpu/loss_curve_test.sh" "$bin" "$src"
+if [[ $what == *" parallel "* ]] && [ "$gpus" -ge 2 ]; then
+  step nccl_collectives mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/gpu_nccl_collectives_test"
+  step parallel_parity "$src/test/gpu/parallel_parity_test.sh" "$bin" "$src" mpirun
+fi
+cfg=$src/share/configs/bench
+if [[ $what == *" bench1 "* ]]; then
+  bench bench_124m_1gpu 1 --config "$cfg/gpt2-124m.toml"
+  bench bench_1.5b_1gpu 1 --config "$cfg/gpt2-1.5b.toml"
+fi
+if [[ $what == *" bench2 "* ]] && [ "$gpus" -ge 2 ]; then
+  bench bench_124m_dp2 2 --config "$cfg/gpt2-124m.toml" --set training.global_batch_size=32
+  bench bench_1.5b_tp2_sp 2 --config "$cfg/gpt2-1.5b.toml" --set parallel.tensor_model_parallel_size=2 \
+    --set parallel.sequence_parallel=true
+fi
+exit $status
