@@ -2,7 +2,8 @@
 # Everything the GPU acceptance needs, in one run on the GPU machine (device time is scarce): the
 # gpu-label parity tests, the loss-curve and parallel-parity scripts and the training benchmarks.
 # Usage (from a bundle made by ../shared/tools/device-bundle): gpu_check.sh BUNDLE_BIN SOURCE_DIR OUT [what...]
-# what: parity | curve | parallel | bench1 | bench2 (default: all). Results go to OUT/*.txt and OUT/*.json.
+# what: parity | curve | parallel | bench1 | bench2 (default: all). Results: OUT/summary.txt (exit code
+# and last lines of each step), OUT/log.txt (every step's whole output), OUT/bench.jsonl (benchmark JSON).
 set -uo pipefail
 bin=$1
 src=$2
@@ -17,10 +18,13 @@ step() {  # name command...
   local name=$1
   shift
   local start=$SECONDS
-  "$@" >"$out/$name.txt" 2>&1
+  "$@" >"$out/step.txt" 2>&1
   local rc=$?
   echo "== $name: exit $rc, $((SECONDS - start)) s" | tee -a "$out/summary.txt"
-  tail -n 12 "$out/$name.txt" | tee -a "$out/summary.txt"
+  tail -n 12 "$out/step.txt" | tee -a "$out/summary.txt"
+  { echo "== $name"; cat "$out/step.txt"; } >>"$out/log.txt"
+  grep '^{"benchmark"' "$out/step.txt" >>"$out/bench.jsonl" || true
+  rm -f "$out/step.txt"
   [ $rc -eq 0 ] || status=1
 }
 bench() {  # name ranks args...
@@ -31,7 +35,6 @@ bench() {  # name ranks args...
   else
     step "$name" "$bin/tessera-bench" train "$@"
   fi
-  grep '^{"benchmark"' "$out/$name.txt" >"$out/$name.json" || true
 }
 if [[ $what == *" parity "* ]]; then
   for t in gpu_ops_parity_test gpu_flash_attention_parity_test gpu_multi_tensor_parity_test gpu_gpt_training_parity_test; do
