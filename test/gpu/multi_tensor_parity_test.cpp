@@ -311,7 +311,7 @@ void test_optimizer(DType t, bool sharded, bool fp16_scaling, parallel::Parallel
   const std::vector<Shape> shapes = {{1000, 64}, {64}, {64, 192}, {192}, {7}, {1}, {300001}, {129, 33}};
   nn::ParameterStore cpu_store, gpu_store;
   for (size_t i = 0; i < shapes.size(); ++i)
-    for (auto* s : {&cpu_store, &gpu_store}) s->add("p" + std::to_string(i), shapes[i], nn::Init::normal, 0.02, true);
+    for (auto* s : {&cpu_store, &gpu_store}) s->add(std::string("p").append(std::to_string(i)), shapes[i], nn::Init::normal, 0.02, true);
   cpu_store.allocate(t, Device::cpu());
   gpu_store.allocate(t, Device::cuda(0));
   for (size_t i = 0; i < shapes.size(); ++i) set_random(cpu_store.value(static_cast<int>(i)), 0.3f, 10 + i);
@@ -400,7 +400,7 @@ float time_ms(const std::function<void()>& f, int repeats) {
 void benchmark(DType t, parallel::ParallelContext& gpu_context) {
   const auto shapes = gpt2_small_shapes();
   nn::ParameterStore store;
-  for (size_t i = 0; i < shapes.size(); ++i) store.add("p" + std::to_string(i), shapes[i], nn::Init::normal, 0.02, true);
+  for (size_t i = 0; i < shapes.size(); ++i) store.add(std::string("p").append(std::to_string(i)), shapes[i], nn::Init::normal, 0.02, true);
   store.allocate(t, Device::cuda(0));
   ops::fill(store.all_values(), 0.01);
   ops::fill(store.all_grads(), 1e-3);

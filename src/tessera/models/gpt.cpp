@@ -41,8 +41,11 @@ GPTModel::GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType d
     Chunk chunk;
     chunk.layout = layout;
     chunk.layers.reserve(static_cast<size_t>(layout.num_layers));
-    for (int64_t i = layout.first_layer; i < layout.first_layer + layout.num_layers; ++i)
+    for (int64_t i = layout.first_layer; i < layout.first_layer + layout.num_layers; ++i) {
+      const int first_param = static_cast<int>(store_.parameters().size());
       chunk.layers.emplace_back(store_, "decoder.layers." + std::to_string(i), shape, tp);
+      chunk.layer_params.emplace_back(first_param, static_cast<int>(store_.parameters().size()));
+    }
     chunks_.push_back(std::move(chunk));
     if (layout.has_head) {
       TESSERA_CHECK(c + 1 == layouts.size(), "only the last chunk of a rank can hold the head");
@@ -159,8 +162,8 @@ LossSum GPTModel::chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkAc
 }
 
 Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const Tensor& doutput, double grad_scale,
-                                double token_count, const nn::DropoutContext& dropout,
-                                const GPTChunkActivations& acts) const {
+                                double token_count, const nn::DropoutContext& dropout, const GPTChunkActivations& acts,
+                                const std::function<void(int, int)>& grads_final) const {
   const Chunk& chunk = chunks_.at(c);
   Tensor dx = doutput;
   if (chunk.layout.has_head) {
@@ -182,8 +185,10 @@ Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const 
                                            : parallel::copy_to_tp_backward(arena, dhidden, tp_);
     dx = final_layernorm_->backward(arena, dnormed, acts.final_ln);
   }
-  for (size_t i = chunk.layers.size(); i-- > 0;)
+  for (size_t i = chunk.layers.size(); i-- > 0;) {
     dx = chunk.layers[i].backward(arena, dx, in.seq, in.batch, dropout, acts.layers[i]);
+    if (grads_final) grads_final(chunk.layer_params[i].first, chunk.layer_params[i].second);
+  }
   if (!chunk.layout.has_embedding) return dx;
   embedding_->backward(arena, dx, in.ids, in.positions, dropout);
   return Tensor();

@@ -7,6 +7,7 @@
 // entropy, heads and MLP split over TP ranks, and optional sequence parallelism (hidden states
 // between the TP regions hold s*b/tp tokens).
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -79,8 +80,11 @@ class GPTModel {
   // Chunk backward: doutput is the gradient of the chunk's output (ignored on the head chunk,
   // which starts from d(loss_sum / token_count * grad_scale), token_count from chunk_loss). Adds
   // parameter gradients to the gradient buffer; returns d(input) (undefined for the embedding chunk).
+  // grads_final (optional; the step's last backward): called with each transformer layer's
+  // parameter index range [begin, end) once the layer's backward has been queued.
   Tensor backward_chunk(int chunk, Arena& arena, const GPTInputs& in, const Tensor& doutput, double grad_scale,
-                        double token_count, const nn::DropoutContext& dropout, const GPTChunkActivations& acts) const;
+                        double token_count, const nn::DropoutContext& dropout, const GPTChunkActivations& acts,
+                        const std::function<void(int, int)>& grads_final = {}) const;
 
   // Whole-model conveniences (a single chunk with embedding and head).
   LossSum forward_backward(Arena& arena, const Tensor& tokens, const Tensor& loss_mask, double grad_scale,
@@ -94,6 +98,7 @@ class GPTModel {
   struct Chunk {
     GPTChunkLayout layout;
     std::vector<nn::TransformerLayer> layers;
+    std::vector<std::pair<int, int>> layer_params;  // each layer's parameter index range in the store
   };
   void require_single_chunk(const char* what) const;
 

@@ -161,11 +161,22 @@ void DistributedOptimizer::global_grad_stats(double unscale, double& norm_sq, bo
   }
 }
 
+void DistributedOptimizer::gradients_final(int begin, int end) {
+  const auto& buckets = grad_buffer_->buckets();
+  if (bucket_pending_.empty())
+    for (const auto& b : buckets) bucket_pending_.push_back(static_cast<int>(b.params.size()));
+  for (int p = begin; p < end; ++p) {
+    const int b = grad_buffer_->param_bucket(p);
+    if (--bucket_pending_.at(b) == 0 && !reducer_->reduced(b)) reducer_->reduce_bucket(b, store_);
+  }
+}
+
 OptimizerStepResult DistributedOptimizer::step(double lr, double weight_decay, double beta1, double beta2, double eps,
                                                double clip_grad) {
   OptimizerStepResult result;
   result.loss_scale = loss_scale();
-  reducer_->reduce_all(store_);
+  reducer_->reduce_all(store_);  // the buckets gradients_final did not reduce yet; waits for all
+  bucket_pending_.clear();
   // Main grads carry the loss scale with fp16: the stats op unscales the owned elements first.
   const double unscale = scaler_ ? scaler_->inverse_scale() : 1.0;
   double norm_sq = 0;
@@ -256,6 +267,9 @@ std::unique_ptr<DistributedOptimizer> make_training_optimizer(const train::Confi
   DistributedOptimizerOptions options;
   options.shard_over_data_parallel = distributed;
   options.dynamic_loss_scaling = config.training.precision == "fp16";
+  // On GPUs the buckets are reduced while the backward still runs: Megatron's default bucket size.
+  if (store.device().is_cuda() && context.dp_size() > 1)
+    options.bucket_size = std::max<int64_t>(40'000'000, int64_t{1'000'000} * context.dp_size());
   // The tied word embedding is reduced over the embedding group too: bucket it alone when pp > 1.
   if (context.pp_size() > 1)
     for (const char* name : {"embedding.word_embeddings.weight", "output_layer.weight"})

@@ -53,6 +53,10 @@ class DistributedOptimizer {
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
   // After forward_backward: reduce over DP, unscale, overflow check, global norm, clip, AdamW on
   // the owned elements, write back and all-gather the params.
+  // During the step's last backward: parameters [begin, end) of the store have their final gradients.
+  // Every bucket whose parameters are all final is reduced over DP right away (overlapping the rest
+  // of the backward); step() reduces the others. Optional: without calls, step() reduces everything.
+  void gradients_final(int begin, int end);
   OptimizerStepResult step(double lr, double weight_decay, double beta1, double beta2, double eps,
                            double clip_grad);
 
@@ -99,6 +103,7 @@ class DistributedOptimizer {
   Buffer stats_device_;  // f64 [2] local stats, then f32 [3] packed for the all-reduce (store's device)
   Buffer stats_host_;    // the host copy of the same layout
   int64_t step_count_ = 0;
+  std::vector<int> bucket_pending_;  // per bucket: parameters whose gradients are not final yet
 };
 
 // Which parameters' gradients this rank counts in the global norm (spec 7.7): not the shared

@@ -27,12 +27,14 @@ void DataParallelGradReducer::reduce_bucket(int bucket, const nn::ParameterStore
   if (dp > 1) {
     Tensor full = buffer_.bucket_view(bucket);
     ops::scale_inplace(full, 1.0 / static_cast<double>(dp));  // average over DP (Megatron's pre-scaling)
+    data_group_.set_compute_waits(false);  // nothing reads the bucket before finish()
     if (reduction_ == GradReduction::all_reduce) {
       data_group_.all_reduce(full, ReduceOp::sum);
     } else {
       Tensor shard = buffer_.range(owned_start(bucket), owned_numel(bucket));
       data_group_.reduce_scatter(full, shard, ReduceOp::sum);
     }
+    data_group_.set_compute_waits(true);
   }
   reduced_[bucket] = true;
 }

@@ -16,8 +16,10 @@ class DataParallelGradReducer {
   // data_group: the DP communicator (its size must match the buffer's data_parallel_size).
   DataParallelGradReducer(GradBuffer& buffer, Communicator& data_group, GradReduction reduction);
 
-  // Fills bucket b from the store's gradients, scales it by 1/dp and reduces it over DP.
+  // Fills bucket b from the store's gradients, scales it by 1/dp and reduces it over DP. On a GPU the
+  // reduction runs beside later compute (it overlaps the rest of the backward); finish() waits for it.
   void reduce_bucket(int bucket, const nn::ParameterStore& store);
+  bool reduced(int bucket) const { return reduced_.at(bucket); }
   // Reduces every bucket not reduced yet this step, then waits for all of them.
   void finish(const nn::ParameterStore& store);
   // Every bucket of the step, in layout order (the CPU path: after backward).

@@ -20,7 +20,8 @@ ForwardBackwardResult forward_backward_no_pipelining(const ForwardBackwardArgs& 
     model.forward_chunk(0, arena, in, Tensor(), Tensor(), dropout, acts);
     models::LossSum loss = model.chunk_loss(arena, in, acts);
     if (!args.forward_only)
-      model.backward_chunk(0, arena, in, Tensor(), args.grad_scale, loss.token_count, dropout, acts);
+      model.backward_chunk(0, arena, in, Tensor(), args.grad_scale, loss.token_count, dropout, acts,
+                           m + 1 == args.num_micro_batches ? args.grads_final : std::function<void(int, int)>());
     arena.reset();
     result.loss_mean_sum += loss.token_count > 0 ? loss.loss_sum / loss.token_count : 0.0;
     result.loss_sum += loss.loss_sum;

@@ -28,6 +28,9 @@ struct ForwardBackwardArgs {
   // Pipeline schedules: called after each step a stage executes (forward, backward, a batch of
   // sends/receives); tests record the order with it.
   std::function<void(const ScheduleStep&)> on_step;
+  // No-pipelining schedule: during the last micro-batch's backward, called with each layer's
+  // parameter range once its gradients are final (the DP gradient reduction starts there).
+  std::function<void(int begin, int end)> grads_final;
 };
 
 struct ForwardBackwardResult {

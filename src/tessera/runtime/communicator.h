@@ -85,6 +85,11 @@ class Communicator {
 
   // Waits for every operation enqueued so far (non-blocking NCCL); a no-op for MPI.
   virtual void synchronize() = 0;
+  // Device backends order every operation after the compute stream's queued work and, by default,
+  // the compute stream's later work after the operation. With compute_waits false, later compute
+  // runs on while the operation is in flight (gradient reduction overlapping the backward); its
+  // results may be read only after synchronize(). Host (MPI) communicators ignore it.
+  virtual void set_compute_waits(bool) {}
 };
 
 // Shared argument checks (the messages name the group and the operation).

@@ -92,8 +92,10 @@ void NcclCommunicator::begin(const char* op) {
 }
 
 void NcclCommunicator::finish(const char* op) {
-  TESSERA_CUDA_CHECK(cudaEventRecord(comm_done_, stream_));
-  TESSERA_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::CudaContext::get().stream(), comm_done_, 0));
+  if (compute_waits_) {
+    TESSERA_CUDA_CHECK(cudaEventRecord(comm_done_, stream_));
+    TESSERA_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::CudaContext::get().stream(), comm_done_, 0));
+  }
   if (options_.blocking) wait(op);
 }
 

@@ -50,6 +50,7 @@ class NcclCommunicator : public Communicator {
                     const std::vector<int64_t>& recv_counts) override;
   void barrier() override;
   void synchronize() override;
+  void set_compute_waits(bool waits) override { compute_waits_ = waits; }
 
  private:
   void begin(const char* op);    // checks the communicator is usable, sets the device, orders after compute
@@ -70,6 +71,7 @@ class NcclCommunicator : public Communicator {
   std::unique_ptr<MpiCommunicator> host_;  // the same group over MPI, for host tensors
   const char* pending_op_ = "synchronize";  // the last operation enqueued (for error messages)
   bool aborted_ = false;
+  bool compute_waits_ = true;
 };
 
 }  // namespace tessera

@@ -126,6 +126,9 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
     return nn::DropoutContext{static_cast<uint64_t>(t.seed), mix_stream(static_cast<uint64_t>(iteration), first_sample),
                               true};
   };
+  // On a GPU the DP reduction of each gradient bucket overlaps the rest of the last backward.
+  if (distributed_optimizer_ && device_.is_cuda() && context_->dp_size() > 1)
+    args.grads_final = [&](int begin, int end) { distributed_optimizer_->gradients_final(begin, end); };
   // DP averaging happens in the gradient reduction; fp16 losses carry the loss scale.
   loss_scale_ = distributed_optimizer_ ? distributed_optimizer_->loss_scale() : 1.0;
   args.grad_scale = loss_scale_ / static_cast<double>(num_micro_batches_);
