@@ -130,14 +130,16 @@ class Checker {
     double r = per_rank(0);
     for (int k = 1; k < ranks; ++k) {
       double v = per_rank(k);
-      r = op == ReduceOp::sum ? r + v : op == ReduceOp::max ? std::max(r, v) : std::min(r, v);
+      r = op == ReduceOp::sum || op == ReduceOp::avg ? r + v : op == ReduceOp::max ? std::max(r, v) : std::min(r, v);
     }
-    return r;
+    return op == ReduceOp::avg ? r / ranks : r;
   }
 
   void all_reduce(DType d, bool in_place, const std::string& tag) {
     const int64_t count = 37;  // not a multiple of any group size > 1
-    for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::min}) {
+    std::vector<ReduceOp> ops{ReduceOp::sum, ReduceOp::max, ReduceOp::min};
+    if (comm_.backend() == CommBackend::nccl && dtype_is_floating(d)) ops.push_back(ReduceOp::avg);  // NCCL only
+    for (ReduceOp op : ops) {
       TestTensor in(d, count, device_), out(d, count, device_);
       in.upload([&](int64_t i) { return value(me_, i); });
       comm_.all_reduce(in.tensor(), in_place ? in.tensor() : out.tensor(), op);

@@ -26,13 +26,18 @@ void DataParallelGradReducer::reduce_bucket(int bucket, const nn::ParameterStore
   const int dp = data_group_.size();
   if (dp > 1) {
     Tensor full = buffer_.bucket_view(bucket);
-    ops::scale_inplace(full, 1.0 / static_cast<double>(dp));  // average over DP (Megatron's pre-scaling)
+    // Average over DP: NCCL divides inside the reduction; on MPI, Megatron's pre-scaling by 1/dp.
+    ReduceOp op = ReduceOp::avg;
+    if (data_group_.backend() != CommBackend::nccl) {
+      ops::scale_inplace(full, 1.0 / static_cast<double>(dp));
+      op = ReduceOp::sum;
+    }
     data_group_.set_compute_waits(false);  // nothing reads the bucket before finish()
     if (reduction_ == GradReduction::all_reduce) {
-      data_group_.all_reduce(full, ReduceOp::sum);
+      data_group_.all_reduce(full, op);
     } else {
       Tensor shard = buffer_.range(owned_start(bucket), owned_numel(bucket));
-      data_group_.reduce_scatter(full, shard, ReduceOp::sum);
+      data_group_.reduce_scatter(full, shard, op);
     }
     data_group_.set_compute_waits(true);
   }

@@ -1,8 +1,9 @@
 // Gradient reduction over the data-parallel group, bucket by bucket (Megatron DDP, spec 7.2): each
-// bucket is filled from the model's gradients, pre-scaled by 1/dp and then all-reduced (plain DDP)
-// or reduce-scattered (distributed optimizer: rank d keeps the reduced shard d of every bucket).
-// On the CPU all buckets are reduced after backward; a GPU path can call reduce_bucket as soon as a
-// bucket's last gradient is written and wait in finish().
+// bucket is filled from the model's gradients and averaged over DP (MPI: pre-scaled by 1/dp, then
+// summed; NCCL: ncclAvg), by all-reduce (plain DDP) or reduce-scatter (distributed optimizer: rank
+// d keeps the reduced shard d of every bucket). On the CPU all buckets are reduced after backward;
+// on a GPU the trainer calls reduce_bucket as each bucket's last gradient is written (overlapping
+// the backward) and finish() waits for all of them.
 #pragma once
 #include "tessera/parallel/grad_buffer.h"
 #include "tessera/runtime/communicator.h"

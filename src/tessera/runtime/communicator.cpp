@@ -9,6 +9,7 @@ std::string reduce_op_name(ReduceOp op) {
     case ReduceOp::sum: return "sum";
     case ReduceOp::max: return "max";
     case ReduceOp::min: return "min";
+    case ReduceOp::avg: return "avg";
   }
   return "unknown";
 }

@@ -10,7 +10,8 @@
 
 namespace tessera {
 
-enum class ReduceOp { sum, max, min };
+// avg: the sum divided by the group size, in one pass (ncclAvg); the NCCL backend only.
+enum class ReduceOp { sum, max, min, avg };
 enum class CommBackend { mpi, nccl };
 std::string reduce_op_name(ReduceOp op);
 std::string comm_backend_name(CommBackend backend);

@@ -26,7 +26,15 @@ ncclDataType_t nccl_datatype(DType dtype) {
   TESSERA_FAIL("no NCCL datatype for ", dtype_name(dtype), "; communicators support f32, bf16, f16, i32, i64");
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::sum ? ncclSum : op == ReduceOp::max ? ncclMax : ncclMin; }
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::max: return ncclMax;
+    case ReduceOp::min: return ncclMin;
+    case ReduceOp::avg: return ncclAvg;
+  }
+  return ncclSum;
+}
 
 char* bytes(const Tensor& t) { return static_cast<char*>(t.data()); }
 

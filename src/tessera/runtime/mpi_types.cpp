@@ -53,6 +53,8 @@ MPI_Datatype mpi_datatype(DType dtype) {
 }
 
 MPI_Op mpi_reduce_op(DType dtype, ReduceOp op) {
+  if (op == ReduceOp::avg)
+    TESSERA_FAIL("reduce op avg is supported by the NCCL backend only; on MPI reduce with sum and divide");
   if (dtype == DType::bf16 || dtype == DType::f16) {
     static UserOps user_ops;  // created on first use, after MPI_Init
     return user_ops.ops[dtype == DType::bf16 ? 0 : 1][op_index(op)];
