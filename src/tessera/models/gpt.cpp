@@ -34,8 +34,10 @@ GPTModel::GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType d
                   ") outside the model's ", config.num_layers, " layers");
     if (layout.has_embedding) {
       TESSERA_CHECK(c == 0 && !embedding_, "only the first chunk of a rank can hold the embedding");
+      const int first_param = static_cast<int>(store_.parameters().size());
       embedding_ = std::make_unique<nn::GPTEmbedding>(store_, padded_vocab_, config.max_position_embeddings,
                                                       config.hidden_size, std, config.hidden_dropout, tp);
+      embedding_params_ = {first_param, static_cast<int>(store_.parameters().size())};
       output_weight_ = embedding_->word_embeddings();
     }
     Chunk chunk;
@@ -49,6 +51,7 @@ GPTModel::GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType d
     chunks_.push_back(std::move(chunk));
     if (layout.has_head) {
       TESSERA_CHECK(c + 1 == layouts.size(), "only the last chunk of a rank can hold the head");
+      const int first_head_param = static_cast<int>(store_.parameters().size());
       final_layernorm_ = std::make_unique<nn::LayerNorm>(store_, "decoder.final_layernorm", config.hidden_size,
                                                          config.layernorm_epsilon, tp.sequence_parallel);
       // Tied output layer: the word embedding itself, or (on a last stage without the embedding) a
@@ -57,6 +60,7 @@ GPTModel::GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType d
         output_weight_ = store_.add("output_layer.weight", {padded_vocab_ / tp.size, config.hidden_size},
                                     nn::Init::normal, std, true,
                                     nn::Sharding::split(0, padded_vocab_, tp.size, tp.rank));
+      head_params_ = {first_head_param, static_cast<int>(store_.parameters().size())};
     }
   }
   store_.allocate(dtype, device);
@@ -184,6 +188,8 @@ Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const 
     Tensor dnormed = tp_.sequence_parallel ? parallel::gather_from_sp_backward(arena, dhidden, tp_)
                                            : parallel::copy_to_tp_backward(arena, dhidden, tp_);
     dx = final_layernorm_->backward(arena, dnormed, acts.final_ln);
+    // The head's own parameters are final (a tied output weight is the embedding's, final later).
+    if (grads_final) grads_final(head_params_.first, head_params_.second);
   }
   for (size_t i = chunk.layers.size(); i-- > 0;) {
     dx = chunk.layers[i].backward(arena, dx, in.seq, in.batch, dropout, acts.layers[i]);
@@ -191,6 +197,7 @@ Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const 
   }
   if (!chunk.layout.has_embedding) return dx;
   embedding_->backward(arena, dx, in.ids, in.positions, dropout);
+  if (grads_final) grads_final(embedding_params_.first, embedding_params_.second);
   return Tensor();
 }
 

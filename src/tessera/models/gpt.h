@@ -80,8 +80,8 @@ class GPTModel {
   // Chunk backward: doutput is the gradient of the chunk's output (ignored on the head chunk,
   // which starts from d(loss_sum / token_count * grad_scale), token_count from chunk_loss). Adds
   // parameter gradients to the gradient buffer; returns d(input) (undefined for the embedding chunk).
-  // grads_final (optional; the step's last backward): called with each transformer layer's
-  // parameter index range [begin, end) once the layer's backward has been queued.
+  // grads_final (optional; the step's last backward): called with the parameter index range
+  // [begin, end) of the head, each transformer layer and the embedding once its backward is queued.
   Tensor backward_chunk(int chunk, Arena& arena, const GPTInputs& in, const Tensor& doutput, double grad_scale,
                         double token_count, const nn::DropoutContext& dropout, const GPTChunkActivations& acts,
                         const std::function<void(int, int)>& grads_final = {}) const;
@@ -109,6 +109,9 @@ class GPTModel {
   std::unique_ptr<nn::GPTEmbedding> embedding_;  // on the rank holding the embedding chunk
   std::unique_ptr<nn::LayerNorm> final_layernorm_;  // on the rank holding the head chunk
   int output_weight_ = -1;  // the tied word embedding (or its copy on the last stage)
+  // Parameter index ranges in the store: the embedding's, and the head's (final LayerNorm and, on a
+  // last stage without the embedding, output_layer.weight).
+  std::pair<int, int> embedding_params_{0, 0}, head_params_{0, 0};
   std::vector<Chunk> chunks_;
 };
 
