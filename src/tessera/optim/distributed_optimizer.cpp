@@ -237,27 +237,6 @@ DType model_param_dtype(const std::string& precision) {
   TESSERA_CONFIG_FAIL("training.precision = \"", precision, "\" is not one of fp32 | bf16 | fp16");
 }
 
-void initialize_params_through_f32(nn::ParameterStore& store, uint64_t seed) {
-  if (store.dtype() == DType::f32 || store.dtype() == DType::f64) {
-    store.initialize(seed);
-    return;
-  }
-  nn::ParameterStore f32_store;
-  for (const auto& p : store.parameters()) {
-    nn::Sharding sharding;
-    if (p.split_axis >= 0) {
-      sharding.split_axis = p.split_axis;
-      sharding.split_offset = p.split_offset;
-      sharding.global_axis_size = p.global_shape[static_cast<size_t>(p.split_axis)];
-    }
-    sharding.sequence_parallel = p.sequence_parallel;
-    f32_store.add(p.name, p.shape, p.init, p.init_std, p.weight_decay, sharding);
-  }
-  f32_store.allocate(DType::f32, Device::cpu());
-  f32_store.initialize(seed);
-  ops::copy(f32_store.all_values(), store.all_values());
-}
-
 std::unique_ptr<DistributedOptimizer> make_training_optimizer(const train::Config& config, nn::ParameterStore& store,
                                                               parallel::ParallelContext& context) {
   const bool mixed = config.training.precision != "fp32";

@@ -118,10 +118,6 @@ bool is_tensor_parallel_parameter(const nn::Parameter& p, int tp_size);
 namespace tessera::optim {
 // The model's parameter dtype for training.precision: fp32 -> f32, bf16 -> bf16, fp16 -> f16.
 DType model_param_dtype(const std::string& precision);
-// Initialises bf16 / f16 model params as the f32 model would be (same Philox draws), then rounds
-// them into the store: the fp32 initialisation rounded once, whatever the precision. f32 / f64
-// stores are drawn directly.
-void initialize_params_through_f32(nn::ParameterStore& store, uint64_t seed);
 // The trainer's optimizer when the run needs it (data parallelism, the distributed optimizer,
 // mixed precision, or a model-parallel layout whose grad norm spans ranks); nullptr when the plain
 // single-rank fp32 AdamWOptimizer path applies. Call after the model is initialised.

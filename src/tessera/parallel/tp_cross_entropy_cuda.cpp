@@ -1,7 +1,6 @@
 // The CUDA side of the vocabulary-parallel cross entropy (tp_cross_entropy.h): kernels from
 // kernels/loss.cu with the two TP all-reduces (row max, then [target logit - max, sum exp]) between
 // them, on device tensors through the tensor group's NCCL communicator. CUDA builds only.
-#ifdef TESSERA_HAVE_CUDA
 #include <algorithm>
 
 #include "kernels/kernels.h"
@@ -57,4 +56,3 @@ void vocab_parallel_cross_entropy_backward_cuda(const Tensor& logits, const Tens
 }
 
 }  // namespace tessera::parallel
-#endif
