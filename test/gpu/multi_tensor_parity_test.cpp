@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/device_test_support.h"
 #include "tessera/core/half.h"
 #include "tessera/core/tensor.h"
 #include "tessera/ops/adamw.h"
@@ -31,20 +32,14 @@ using namespace tessera;
 
 namespace {
 
-constexpr size_t kGuard = 256;
-constexpr unsigned char kGuardByte = 0xA5;
+using gpu_test::cuda_ok;
+using gpu_test::kGuard;
+using gpu_test::kGuardByte;
 std::mt19937 rng(2024);
 int failures = 0;
 std::vector<std::string> table_rows;
 
 std::string dtype_str(DType t) { return std::string(dtype_name(t)); }
-
-void cuda_ok(cudaError_t rc, const char* what) {
-  if (rc != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error in %s: %s\n", what, cudaGetErrorString(rc));
-    std::exit(1);
-  }
-}
 
 void check(bool ok, const std::string& what, const std::string& detail) {
   char line[512];

@@ -9,19 +9,10 @@ set -euo pipefail
 bin=$1
 src=$2
 mpiexec=${3:-mpirun}
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
-if [ "${gpus:-0}" -lt 2 ]; then
-  echo "fewer than 2 GPUs visible: skipped"
-  exit 77
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-"$bin/tessera-preprocess" --input "$src/share/data/austen/austen.jsonl" --output-prefix "$work/austen" \
-  --json-keys text --tokenizer-type GPT2BPETokenizer --vocab-file "$src/share/tokenizers/gpt2/vocab.json" \
-  --merge-file "$src/share/tokenizers/gpt2/merges.txt" --append-eod --workers 4 >/dev/null
-common=(--config "$src/share/configs/quickstart.toml"
-  --set "data.data_path=[\"$work/austen_text_document\"]"
-  --set model.num_layers=2 --set model.seq_length=64 --set model.max_position_embeddings=64
+source "$(dirname "$0")/austen_run.sh"
+require_gpus 2
+prepare_austen "$bin" "$src"
+common=("${austen_config[@]}"
   --set training.micro_batch_size=8 --set training.global_batch_size=16 --set training.train_iters=20
   --set training.eval_interval=0 --set optimizer.lr_decay_iters=20 --set optimizer.lr_warmup_iters=2
   --set training.device=cuda --set training.precision=bf16 --set logging.log_interval=1)
