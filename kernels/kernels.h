@@ -92,4 +92,30 @@ void vocab_parallel_backward(DType t, const void* logits, const int32_t* targets
                              const void* log_sum_exp, const void* dlosses, int64_t n, int64_t vocab, int64_t valid,
                              int64_t vocab_start, void* dlogits, cudaStream_t s);
 
+// --- rmsnorm.cu: y = x * rstd * weight, rstd = rsqrt(mean(x^2) + eps) of dtype stat_t (t or f32);
+// weight of dtype t; dweight of g (f32 main grad or t), accumulated (+=).
+void rmsnorm_forward(DType t, const void* in, const void* weight, double eps, int64_t rows, int64_t hidden, void* out,
+                     DType stat_t, void* rstd, cudaStream_t s);
+// scratch: rmsnorm_backward_scratch_floats(hidden) floats of device memory.
+int64_t rmsnorm_backward_scratch_floats(int64_t hidden);
+void rmsnorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* rstd,
+                      int64_t rows, int64_t hidden, void* din, DType g, void* dweight, float* scratch, cudaStream_t s);
+
+// --- rope.cu: rotary embedding in place on rows [seq, batch, row_width]; in each row, `groups` groups
+// (group_stride elements apart) of `heads` consecutive head vectors of head_dim (even) from `offset`.
+// Pair (i, i + head_dim/2) rotates by position * theta^(-2i/head_dim) (fp32); inverse: by -angle.
+struct RopeArgs {
+  int64_t seq = 0, batch = 0, row_width = 0;
+  int64_t offset = 0, heads = 0, head_dim = 0, groups = 1, group_stride = 0;
+  double theta = 10000.0;
+  const int32_t* positions = nullptr;  // null: position = sequence index
+  bool positions_per_batch = false;    // positions [batch, seq] instead of [seq]
+};
+void rope_apply(DType t, void* rows, const RopeArgs& a, bool inverse, cudaStream_t s);
+
+// --- bias_dropout_add.cu: out[i] = residual[i] + dropout(x[i] + bias[i % cols]) (bias nullable), the
+// mask of dropout_apply with the same DropoutArgs; out may alias x or residual.
+void bias_dropout_add(DType t, const void* x, const void* bias, const void* residual, int64_t n, int64_t cols,
+                      const DropoutArgs& d, void* out, cudaStream_t s);
+
 }  // namespace tessera::kernels

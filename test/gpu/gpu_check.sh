@@ -37,7 +37,8 @@ bench() {  # name ranks args...
   fi
 }
 if [[ $what == *" parity "* ]]; then
-  for t in gpu_ops_parity_test gpu_flash_attention_parity_test gpu_multi_tensor_parity_test gpu_gpt_training_parity_test; do
+  for t in gpu_ops_parity_test gpu_flash_attention_parity_test gpu_fused_ops_parity_test gpu_multi_tensor_parity_test \
+    gpu_gpt_training_parity_test; do
     [ -x "$bin/$t" ] && step "$t" "$bin/$t"
   done
 fi

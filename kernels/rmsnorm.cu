@@ -1,0 +1,116 @@
+// RMSNorm forward/backward (Megatron / Llama): one warp per row with fp32 statistics; the backward
+// accumulates the weight gradient per block in shared memory, then across blocks in an fp32 scratch,
+// then adds it into dweight (f32 main grad or the activation dtype), as layernorm.cu does.
+#include <algorithm>
+
+#include "kernels/common.cuh"
+#include "kernels/kernels.h"
+
+namespace tessera::kernels {
+
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // warps per block
+
+template <typename T, typename S>
+__global__ void rmsnorm_forward_kernel(const T* in, const T* weight, float eps, int64_t rows, int64_t hidden, T* out,
+                                       S* rstd_out) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < rows;
+       row += int64_t(gridDim.x) * kRowsPerBlock) {
+    const T* x = in + row * hidden;
+    float sq = 0.0f;
+    for (int64_t j = lane; j < hidden; j += 32) {
+      const float v = load_f(x + j);
+      sq += v * v;
+    }
+    const float rstd = rsqrtf(warp_sum(sq) / static_cast<float>(hidden) + eps);
+    T* y = out + row * hidden;
+    for (int64_t j = lane; j < hidden; j += 32) store_f(y + j, load_f(x + j) * rstd * load_f(weight + j));
+    if (lane == 0) store_f(rstd_out + row, rstd);
+  }
+}
+
+// dweight column sums: [hidden] fp32, in shared memory when kShared, else the global scratch directly.
+template <typename T, typename S, bool kShared>
+__global__ void rmsnorm_backward_kernel(const T* dout, const T* in, const T* weight, const S* rstd_in, int64_t rows,
+                                        int64_t hidden, T* din, float* scratch) {
+  extern __shared__ float shared_sums[];
+  float* sums = kShared ? shared_sums : scratch;
+  if (kShared) {
+    for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) shared_sums[j] = 0.0f;
+    __syncthreads();
+  }
+  const int lane = threadIdx.x & 31;
+  const float inv_h = 1.0f / static_cast<float>(hidden);
+  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + (threadIdx.x >> 5); row < rows;
+       row += int64_t(gridDim.x) * kRowsPerBlock) {
+    const T* x = in + row * hidden;
+    const T* dy = dout + row * hidden;
+    const float rstd = load_f(rstd_in + row);
+    float sum_gx = 0.0f;  // sum over j of (dy w)_j xhat_j
+    for (int64_t j = lane; j < hidden; j += 32) sum_gx += load_f(dy + j) * load_f(weight + j) * load_f(x + j) * rstd;
+    sum_gx = warp_sum(sum_gx) * inv_h;
+    T* dx = din + row * hidden;
+    for (int64_t j = lane; j < hidden; j += 32) {
+      const float dyj = load_f(dy + j);  // read before din (which may alias dout) is written
+      const float xhat = load_f(x + j) * rstd;
+      atomicAdd(sums + j, dyj * xhat);
+      store_f(dx + j, rstd * (dyj * load_f(weight + j) - xhat * sum_gx));
+    }
+  }
+  if (kShared) {
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) atomicAdd(scratch + j, shared_sums[j]);
+  }
+}
+
+template <typename G>
+__global__ void add_weight_sums_kernel(const float* scratch, int64_t hidden, G* dweight) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < hidden; j += int64_t(gridDim.x) * blockDim.x)
+    store_f(dweight + j, load_f(dweight + j) + scratch[j]);
+}
+
+unsigned row_blocks(int64_t rows, int64_t per_sm) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 132 * per_sm)));
+}
+
+}  // namespace
+
+void rmsnorm_forward(DType t, const void* in, const void* weight, double eps, int64_t rows, int64_t hidden, void* out,
+                     DType stat_t, void* rstd, cudaStream_t s) {
+  if (rows == 0) return;
+  TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S,
+      rmsnorm_forward_kernel<T, S><<<row_blocks(rows, 16), 32 * kRowsPerBlock, 0, s>>>(
+          static_cast<const T*>(in), static_cast<const T*>(weight), static_cast<float>(eps), rows, hidden,
+          static_cast<T*>(out), static_cast<S*>(rstd))));
+  TESSERA_KERNEL_LAUNCH_CHECK();
+}
+
+int64_t rmsnorm_backward_scratch_floats(int64_t hidden) { return hidden; }
+
+void rmsnorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* rstd,
+                      int64_t rows, int64_t hidden, void* din, DType g, void* dweight, float* scratch, cudaStream_t s) {
+  if (hidden == 0) return;
+  TESSERA_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * hidden, s));
+  if (rows > 0) {
+    const size_t shared_bytes = sizeof(float) * hidden;
+    const bool use_shared = shared_bytes <= 48 * 1024;
+    TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S,
+        if (use_shared)
+          rmsnorm_backward_kernel<T, S, true><<<row_blocks(rows, 2), 32 * kRowsPerBlock, shared_bytes, s>>>(
+              static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
+              static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch);
+        else
+          rmsnorm_backward_kernel<T, S, false><<<row_blocks(rows, 2), 32 * kRowsPerBlock, 0, s>>>(
+              static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
+              static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch)));
+    TESSERA_KERNEL_LAUNCH_CHECK();
+  }
+  TESSERA_DEVICE_FLOAT_SWITCH(g, G, add_weight_sums_kernel<G><<<static_cast<unsigned>((hidden + 255) / 256), 256, 0, s>>>(
+      scratch, hidden, static_cast<G*>(dweight)));
+  TESSERA_KERNEL_LAUNCH_CHECK();
+}
+
+}  // namespace tessera::kernels
