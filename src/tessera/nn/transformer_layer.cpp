@@ -1,5 +1,6 @@
 #include "tessera/nn/transformer_layer.h"
 
+#include "tessera/ops/bias_dropout_add.h"
 #include "tessera/ops/dropout.h"
 #include "tessera/ops/elementwise.h"
 
@@ -19,15 +20,12 @@ TransformerLayer::TransformerLayer(ParameterStore& store, const std::string& nam
            shape.output_init_std, tp) {}
 
 namespace {
-// residual + dropout(branch), in place on the branch output.
+// residual + dropout(branch) (the linear's bias is already in branch: its GEMM epilogue adds it).
 // index_offset: the global flat index of the branch's first element (SP: this rank's first token).
 Tensor dropout_add(Arena& arena, const Tensor& branch, const Tensor& residual, double p, const RandomStream& stream,
                    uint64_t index_offset) {
   Tensor out = arena.allocate(branch.dtype(), branch.shape());
-  if (p > 0) {
-    ops::dropout_forward(branch, p, stream, index_offset, branch);
-  }
-  ops::add(branch, residual, out);
+  ops::bias_dropout_add_forward(branch, Tensor(), residual, p, stream, index_offset, out);  // one fused pass
   return out;
 }
 Tensor dropout_grad(Arena& arena, const Tensor& dout, double p, const RandomStream& stream, uint64_t index_offset) {
