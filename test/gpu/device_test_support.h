@@ -4,6 +4,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -97,6 +99,30 @@ inline std::vector<float> download_checked(const DeviceTensor& d, const std::str
     else { f16 h; std::memcpy(&h, &raw[i * 2], 2); out[i] = f16_to_float(h); }
   }
   return out;
+}
+
+// max|gpu - ref| / max(max|ref|, scale_floor, 1e-6) over the finite elements, and how many
+// elements disagree on NaN / Inf (ref rounded to output_dtype first, as the device stores it).
+struct NormalisedError {
+  double error = 0.0;
+  int special_mismatches = 0;
+};
+inline NormalisedError normalised_error(const std::vector<float>& gpu, const std::vector<float>& ref,
+                                        DType output_dtype, double scale_floor = 0.0) {
+  double max_ref = scale_floor, max_err = 0.0;
+  NormalisedError result;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const float r = round_to(ref[i], output_dtype), g = gpu[i];
+    if (!std::isfinite(r) || !std::isfinite(g)) {
+      const bool same = (std::isnan(r) && std::isnan(g)) || (std::isinf(r) && std::isinf(g) && (r > 0) == (g > 0));
+      if (!same) ++result.special_mismatches;
+      continue;
+    }
+    max_ref = std::max(max_ref, std::fabs(double(ref[i])));
+    max_err = std::max(max_err, std::fabs(double(g) - double(ref[i])));
+  }
+  result.error = max_err / std::max(max_ref, 1e-6);
+  return result;
 }
 
 }  // namespace tessera::gpu_test

@@ -64,20 +64,9 @@ void compare(const std::string& op, DType t, const std::vector<float>& gpu, cons
              double factor, DType output_dtype) {
   // The output's own rounding bounds the error too (a converting copy f32 -> bf16 is bf16-accurate).
   const double tol = std::max(base_tolerance(t), base_tolerance(output_dtype)) * factor;
-  double max_ref = 0.0, max_err = 0.0;
-  int special_mismatch = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const float r = round_to(ref[i], output_dtype), g = gpu[i];
-    const bool r_special = !std::isfinite(r), g_special = !std::isfinite(g);
-    if (r_special || g_special) {
-      const bool same = (std::isnan(r) && std::isnan(g)) || (std::isinf(r) && std::isinf(g) && (r > 0) == (g > 0));
-      if (!same) ++special_mismatch;
-      continue;
-    }
-    max_ref = std::max(max_ref, std::fabs(double(ref[i])));
-    max_err = std::max(max_err, std::fabs(double(g) - double(ref[i])));
-  }
-  const double err = max_err / std::max(max_ref, 1e-6);
+  const gpu_test::NormalisedError measured = gpu_test::normalised_error(gpu, ref, output_dtype);
+  const double err = measured.error;
+  const int special_mismatch = measured.special_mismatches;
   const std::string key = op + " " + std::string(dtype_name(t));
   Result& r = results[key];
   r.tolerance = tol;

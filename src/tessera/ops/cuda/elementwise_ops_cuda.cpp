@@ -5,6 +5,7 @@
 
 #include "kernels/kernels.h"
 #include "tessera/ops/cuda/cuda_context.h"
+#include "tessera/ops/cuda/dropout_args.h"
 #include "tessera/ops/cuda/cuda_op_checks.h"
 #include "tessera/ops/cuda/ops_cuda.h"
 #include "tessera/ops/op_checks.h"
@@ -14,15 +15,6 @@ namespace tessera::ops::cuda {
 
 namespace {
 cudaStream_t stream() { return CudaContext::get().stream(); }
-
-kernels::DropoutArgs dropout_args(const RandomStream& rng, double p, uint64_t offset) {
-  kernels::DropoutArgs d;
-  d.p = p;
-  d.seed = rng.seed();
-  d.stream = rng.stream();
-  d.offset = offset;
-  return d;
-}
 }  // namespace
 
 void gelu_forward(const Tensor& in, const Tensor& out) {

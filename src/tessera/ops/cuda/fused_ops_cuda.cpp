@@ -7,6 +7,7 @@
 #include "kernels/kernels.h"
 #include "tessera/ops/bias_dropout_add.h"
 #include "tessera/ops/cuda/cuda_context.h"
+#include "tessera/ops/cuda/dropout_args.h"
 #include "tessera/ops/cuda/cuda_op_checks.h"
 #include "tessera/ops/op_checks.h"
 #include "tessera/ops/rmsnorm.h"
@@ -18,15 +19,6 @@ namespace {
 cudaStream_t stream() { return CudaContext::get().stream(); }
 
 bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
-
-kernels::DropoutArgs dropout_args(const RandomStream& rng, double p, uint64_t offset) {
-  kernels::DropoutArgs d;
-  d.p = p;
-  d.seed = rng.seed();
-  d.stream = rng.stream();
-  d.offset = offset;
-  return d;
-}
 }  // namespace
 
 // ---- RMSNorm

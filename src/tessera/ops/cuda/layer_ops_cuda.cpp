@@ -5,6 +5,7 @@
 
 #include "kernels/kernels.h"
 #include "tessera/ops/cuda/cuda_context.h"
+#include "tessera/ops/cuda/dropout_args.h"
 #include "tessera/ops/cuda/cuda_op_checks.h"
 #include "tessera/ops/cuda/gemm_cuda.h"
 #include "tessera/ops/cuda/ops_cuda.h"
@@ -172,11 +173,7 @@ AttentionLayout attention_layout(const char* op, const Tensor& qkv, const Attent
 }
 
 kernels::DropoutArgs attention_dropout(const AttentionParams& p, const RandomStream& rng) {
-  kernels::DropoutArgs d;
-  d.p = p.dropout;
-  d.seed = rng.seed();
-  d.stream = rng.stream();
-  return d;
+  return dropout_args(rng, p.dropout, 0);
 }
 
 char* at(const Tensor& t, int64_t elements) { return static_cast<char*>(t.data()) + elements * dtype_size(t.dtype()); }
