@@ -12,18 +12,16 @@
 
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
+#include "shared_fixture.h"
+#include "test_paths.h"
 
 namespace tessera::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
 
-// TESSERA_SHARED_DIR, else the default layout next to the checkout (TESSERA_SOURCE_DIR/../shared).
-fs::path shared_dir() {
-  if (const char* env = std::getenv("TESSERA_SHARED_DIR")) return fs::path(env);
-  if (const char* source = std::getenv("TESSERA_SOURCE_DIR")) return fs::path(source) / ".." / "shared";
-  return fs::path();
-}
+// TESSERA_SHARED_DIR, else the folder CMake compiled in (../shared next to the checkout).
+fs::path shared_dir() { return test::shared_dir(); }
 
 // A fresh directory per test, removed afterwards.
 class SafetensorsTest : public ::testing::Test {
@@ -71,7 +69,7 @@ std::span<const std::byte> bytes_of(const std::vector<T>& v) {
 
 TEST(SafetensorsFixture, Gpt2NamesAndShapesFollowItsConfig) {
   const fs::path hf = shared_dir() / "fixtures/hf/gpt2/hf";
-  if (shared_dir().empty() || !fs::exists(hf / "model.safetensors")) GTEST_SKIP() << "no GPT-2 fixture at " << hf;
+  TESSERA_REQUIRE_SHARED_FILE(hf / "model.safetensors");
   nlohmann::json config = nlohmann::json::parse(std::ifstream(hf / "config.json"));
   const int64_t h = config["n_embd"], vocab = config["vocab_size"], positions = config["n_positions"];
   const int64_t layers = config["n_layer"];
@@ -111,8 +109,8 @@ TEST(SafetensorsFixture, Gpt2NamesAndShapesFollowItsConfig) {
 
 TEST(SafetensorsFixture, LlamaShardedEqualsSingleFile) {
   const fs::path llama = shared_dir() / "fixtures/hf/llama";
-  if (shared_dir().empty() || !fs::exists(llama / "hf-sharded/model.safetensors.index.json"))
-    GTEST_SKIP() << "no Llama fixture at " << llama;
+  TESSERA_REQUIRE_SHARED_FILE(llama / "hf-sharded/model.safetensors.index.json");
+  TESSERA_REQUIRE_SHARED_FILE(llama / "hf/model.safetensors");
   SafetensorsCheckpoint single = SafetensorsCheckpoint::open(llama / "hf");
   SafetensorsCheckpoint sharded = SafetensorsCheckpoint::open(llama / "hf-sharded");
   EXPECT_FALSE(single.sharded());

@@ -8,6 +8,7 @@
 #include "tessera/core/error.h"
 #include "tessera/data/indexed_dataset.h"
 #include "tessera/data/indexed_dataset_builder.h"
+#include "shared_fixture.h"
 #include "test_paths.h"
 
 using namespace tessera;
@@ -129,7 +130,7 @@ TEST(IndexedDataset, IdxInspectAgreesWithTessera) {
   const Documents docs = sample_documents();
   build(prefix, IndexDType::uint16, docs);
   const std::string tool = (tessera::test::shared_dir() / "tools" / "idx_inspect.py").string();
-  ASSERT_TRUE(std::filesystem::exists(tool)) << tool;
+  TESSERA_REQUIRE_SHARED_FILE(tool);
   auto summary = tessera::test::run_command("python3 " + tool + " " + prefix);
   EXPECT_EQ(summary.exit_code, 0) << summary.output;
   EXPECT_EQ(summary.output.find("ERROR"), std::string::npos) << summary.output;

@@ -9,6 +9,7 @@
 #include "data_test_util.h"
 #include "tessera/data/indexed_dataset.h"
 #include "tessera/data/tokenizer.h"
+#include "shared_fixture.h"
 #include "test_paths.h"
 
 using namespace tessera;
@@ -23,7 +24,9 @@ std::string binary() {
   if (std::filesystem::exists(from_env)) return from_env.string();
   return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "tessera-preprocess").string();
 }
-std::string gpt2(const char* file) { return (tessera::test::shared_dir() / "data/tokenizers/gpt2" / file).string(); }
+// The GPT-2 vocabulary in the repository (share/tokenizers/gpt2, the same files as shared/data/tokenizers/gpt2).
+std::string gpt2(const char* file) { return (tessera::test::source_dir() / "share/tokenizers/gpt2" / file).string(); }
+std::string idx_inspect() { return (tessera::test::shared_dir() / "tools" / "idx_inspect.py").string(); }
 std::string tokenizer_flags() {
   return " --tokenizer-type GPT2BPETokenizer --vocab-file " + gpt2("vocab.json") + " --merge-file " + gpt2("merges.txt");
 }
@@ -62,6 +65,7 @@ TEST(PreprocessCli, HelpVersionAndUsageErrors) {
 }
 
 TEST(PreprocessCli, EncodesDocumentsThatTesseraAndIdxInspectRead) {
+  TESSERA_REQUIRE_SHARED_FILE(idx_inspect());
   TempDir dir;
   tessera::test::write_file(dir / "in.jsonl", kCorpus);
   auto r = run_command(binary() + " --input " + (dir / "in.jsonl") + " --output-prefix " + (dir / "out") +
@@ -74,7 +78,7 @@ TEST(PreprocessCli, EncodesDocumentsThatTesseraAndIdxInspectRead) {
   EXPECT_TRUE(ds.document(1).empty());  // empty text: an empty document, no EOD (as Megatron)
   EXPECT_EQ(ds.document(3), tokens_of("Caf\xc3\xa9 \xc2\xa3 5\nline two", true));
   EXPECT_EQ(ds.document(0).back(), 50256);
-  const std::string tool = (tessera::test::shared_dir() / "tools" / "idx_inspect.py").string();
+  const std::string tool = idx_inspect();
   auto summary = run_command("python3 " + tool + " " + (dir / "out_text_document"));
   EXPECT_EQ(summary.exit_code, 0) << summary.output;
   for (int d = 0; d < 4; ++d) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "shared_fixture.h"
 #include "test_paths.h"
 #include "tessera/ckpt/safetensors.h"
 #include "tessera/models/gpt_hf_import.h"
@@ -26,7 +27,8 @@ class GptHfParity : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = test::shared_dir() / "fixtures/hf/gpt2";
-    if (!fs::exists(dir_ / "hf/model.safetensors")) GTEST_SKIP() << "fixture not found under " << dir_;
+    TESSERA_REQUIRE_SHARED_FILE(dir_ / "hf/model.safetensors");
+    TESSERA_REQUIRE_SHARED_FILE(dir_ / "expected.safetensors");
   }
   fs::path dir_;
 };

@@ -7,6 +7,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/data/tokenizer_bert_wordpiece.h"
+#include "shared_fixture.h"
 #include "tokenizer_test_paths.h"
 
 namespace tessera::data {
@@ -26,7 +27,7 @@ const BertWordPieceTokenizer& cased() {
 
 TEST(BertWordPiece, PassesEverySharedTestVector) {
   const auto path = test::vectors_dir() / "bert-base-uncased" / "test_vectors.json";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no BERT test vectors at " << path;
+  TESSERA_REQUIRE_SHARED_FILE(path);
   const auto vectors = nlohmann::json::parse(test::read_text(path));
   ASSERT_GE(vectors["cases"].size(), 16u);
   for (const auto& item : vectors["cases"]) {

@@ -12,6 +12,7 @@
 #include "tessera/data/tokenizer.h"
 #include "tessera/data/tokenizer_gpt2_bpe.h"
 #include "tessera/data/tokenizer_gpt2_pretokenize.h"
+#include "shared_fixture.h"
 #include "tokenizer_test_paths.h"
 
 namespace tessera::data {
@@ -27,7 +28,7 @@ const GPT2BPETokenizer& gpt2() {
 
 TEST(Gpt2Bpe, PassesEverySharedTestVector) {
   const auto path = test::vectors_dir() / "gpt2" / "test_vectors.json";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no GPT-2 test vectors at " << path;
+  TESSERA_REQUIRE_SHARED_FILE(path);
   const auto vectors = nlohmann::json::parse(test::read_text(path));
   ASSERT_GE(vectors["cases"].size(), 58u);
   for (const auto& item : vectors["cases"]) {
@@ -132,13 +133,12 @@ TEST(Gpt2Bpe, LongWordsMergeTheSameByScanAndByHeap) {
     for (int i = 0; i < length; ++i) word.push_back(alphabet[rng() % alphabet.size()]);
     ASSERT_EQ(gpt2().bpe_by_heap(word), gpt2().bpe_by_scan(word)) << word;
   }
-  // Every pre-token of the corpus as well (if present).
+  // Every pre-token of the shared corpus as well.
   const auto corpus = test::shared_dir() / "data" / "corpus" / "austen.txt";
-  if (std::filesystem::exists(corpus)) {
-    const std::string text = test::read_text(corpus).substr(0, 400000);
-    for (const std::string_view piece : gpt2_pretokenize(text)) {
-      ASSERT_EQ(gpt2().bpe_by_heap(piece), gpt2().bpe_by_scan(piece)) << piece;
-    }
+  TESSERA_REQUIRE_SHARED_FILE(corpus);
+  const std::string text = test::read_text(corpus).substr(0, 400000);
+  for (const std::string_view piece : gpt2_pretokenize(text)) {
+    ASSERT_EQ(gpt2().bpe_by_heap(piece), gpt2().bpe_by_scan(piece)) << piece;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "tessera/data/tokenizer_gpt2_bpe.h"
+#include "shared_fixture.h"
 #include "tokenizer_test_paths.h"
 
 namespace tessera::data {
@@ -14,7 +15,7 @@ namespace {
 
 TEST(Gpt2BpeThroughput, AustenCorpusSingleThread) {
   const auto corpus = test::shared_dir() / "data" / "corpus" / "austen.txt";
-  if (!std::filesystem::exists(corpus)) GTEST_SKIP() << "no corpus at " << corpus;
+  TESSERA_REQUIRE_SHARED_FILE(corpus);
   const std::string text = test::read_text(corpus);
   const GPT2BPETokenizer tokenizer((test::gpt2_dir() / "vocab.json").string(),
                                    (test::gpt2_dir() / "merges.txt").string());

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "test_paths.h"
+
 namespace tessera::data::test {
 
 inline std::filesystem::path source_dir() {
@@ -21,10 +23,7 @@ inline std::filesystem::path source_dir() {
 #endif
 }
 
-inline std::filesystem::path shared_dir() {
-  const char* dir = std::getenv("TESSERA_SHARED_DIR");
-  return dir != nullptr ? dir : "/work/shared";
-}
+inline std::filesystem::path shared_dir() { return ::tessera::test::shared_dir(); }  // test_paths.h
 
 inline std::filesystem::path gpt2_dir() { return source_dir() / "share" / "tokenizers" / "gpt2"; }
 inline std::filesystem::path bert_dir() { return source_dir() / "share" / "tokenizers" / "bert-base-uncased"; }
