@@ -101,7 +101,8 @@ int train_main(const std::vector<std::string>& args) {
       if (Runtime::get().world_rank() == 0)
         std::cout << "usage: [mpirun -np N] tessera-bench train --config FILE [--set table.key=value ...]\n"
                   << "Trains the config with the real Trainer and prints one JSON object: tokens/s, ms per step,\n"
-                  << "TFLOP/s and MFU per device (6N + 12*L*h*s FLOPs per token), peak memory. Iteration 1 is not timed.\n\n"
+                  << "TFLOP/s and MFU per device (6N + 12*L*h*s FLOPs per token), peak memory. The first iteration\n"
+                  << "run (1, or the one after a loaded checkpoint) is not timed; the JSON names the timed ones.\n\n"
                   << desc << "\n";
       return 0;
     }

@@ -32,7 +32,8 @@ int run_train_bench(const TrainBenchOptions& options) {
        << ", \"num_attention_heads\": " << m.num_attention_heads << ", \"seq_length\": " << m.seq_length
        << ", \"micro_batch_size\": " << t.micro_batch_size << ", \"global_batch_size\": " << t.global_batch_size
        << ", \"precision\": \"" << t.precision << "\", \"train_iters\": " << t.train_iters
-       << ", \"timed_iterations\": " << t.train_iters - 1 << ", \"tokens_per_second\": " << s.tokens_per_second
+       << ", \"timed_iterations\": " << s.timed_iterations << ", \"first_timed_iteration\": " << s.first_timed_iteration
+       << ", \"last_timed_iteration\": " << s.last_timed_iteration << ", \"tokens_per_second\": " << s.tokens_per_second
        << ", \"ms_per_step\": " << s.seconds_per_iteration * 1e3 << ", \"tflops_per_device\": " << s.tflops_per_device
        << ", \"mfu\": " << s.mfu << ", \"flop_convention\": \"6N + 12*L*h*s per token, N = parameters without "
        << "position embeddings; peak " << (config.training.peak_tflops_per_device > 0

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "tessera/core/logging.h"
 #include "tessera/models/vocab.h"
@@ -204,6 +205,7 @@ TrainingSummary Trainer::train() {
   int64_t skipped_total = resume_.skipped_iterations, nan_total = resume_.nan_iterations;
   double timed_seconds = 0;
   int64_t timed_iterations = 0;
+  const int64_t first_iteration = resume_.iteration + 1;
   auto run_eval = [&](int64_t iteration) {
     if (!data_.valid || t.eval_iters == 0) return;
     double eval_loss = evaluate();
@@ -222,7 +224,7 @@ TrainingSummary Trainer::train() {
   };
   int64_t last_iteration = resume_.iteration;
   bool stopped = false;
-  for (int64_t iteration = resume_.iteration + 1; iteration <= t.train_iters; ++iteration) {
+  for (int64_t iteration = first_iteration; iteration <= t.train_iters; ++iteration) {
     auto start = Clock::now();
     double grad_norm = 0;
     bool skipped = false;
@@ -230,9 +232,10 @@ TrainingSummary Trainer::train() {
     double seconds = seconds_since(start);
     if (skipped) ++skipped_total;
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) ++nan_total;
-    if (iteration > 1) {  // the first iteration pays one-time costs
+    if (iteration > first_iteration) {  // the first iteration of this process pays one-time costs
       timed_seconds += seconds;
-      ++timed_iterations;
+      if (timed_iterations++ == 0) summary.first_timed_iteration = iteration;
+      summary.last_timed_iteration = iteration;
     }
     summary.lm_loss.push_back(loss);
     summary.grad_norm.push_back(grad_norm);
@@ -268,6 +271,7 @@ TrainingSummary Trainer::train() {
   if (!stopped && t.eval_interval > 0 && t.train_iters % t.eval_interval != 0) run_eval(t.train_iters);
   if (!stopped) checkpoints_->at_end(progress_at(last_iteration), *model_, optimizer);
   progress.clear();
+  summary.timed_iterations = timed_iterations;
   if (timed_iterations > 0) {
     summary.tokens_per_second = static_cast<double>(timed_iterations * t.global_batch_size * config_.model.seq_length) /
                                 timed_seconds;
@@ -278,9 +282,17 @@ TrainingSummary Trainer::train() {
   }
   summary.peak_activation_bytes = arena_.peak_bytes();
   if (device_.is_cuda()) summary.peak_device_bytes = device_peak_allocated_bytes();
-  log::info("training finished: ", t.train_iters, " iterations, ", summary.tokens_per_second,
-            " tokens/s on average (iterations 2..", t.train_iters, "), peak activation memory ",
-            arena_.peak_bytes() / (1 << 20), " MiB",
+  std::ostringstream done;  // what ran and what was timed
+  if (last_iteration >= first_iteration)
+    done << "iterations " << first_iteration << ".." << last_iteration << " of " << t.train_iters;
+  else
+    done << "no iteration left to run (at " << last_iteration << " of " << t.train_iters << ")";
+  if (timed_iterations > 0)
+    done << ", " << summary.tokens_per_second << " tokens/s on average over " << timed_iterations
+         << " timed iterations (" << summary.first_timed_iteration << ".." << summary.last_timed_iteration << ")";
+  else
+    done << ", no iteration timed (the first one a run makes is not)";
+  log::info("training finished: ", done.str(), ", peak activation memory ", arena_.peak_bytes() / (1 << 20), " MiB",
             device_.is_cuda() ? ", peak device memory " + std::to_string(summary.peak_device_bytes >> 20) + " MiB"
                               : std::string());
   return summary;

@@ -21,7 +21,11 @@ struct TrainingSummary {
   std::vector<double> lm_loss;     // one per iteration
   std::vector<double> grad_norm;   // one per iteration (before clipping)
   double last_eval_loss = 0;       // NaN when no evaluation ran
-  double tokens_per_second = 0;    // over the whole run, after the first iteration
+  // Timing: every iteration this process ran except its first (one-time costs), i.e. resume + 2 ..
+  // the last one run (train_iters, or where a save-and-exit stopped); none when it ran only one.
+  int64_t timed_iterations = 0;
+  int64_t first_timed_iteration = 0, last_timed_iteration = 0;  // 0 when none was timed
+  double tokens_per_second = 0;    // over the timed iterations
   double seconds_per_iteration = 0;  // mean over the same iterations
   double tflops_per_device = 0;      // model FLOPs (6N + 12 L h s per token) / time / device
   double mfu = 0;                    // tflops_per_device / peak (0 without a peak)

@@ -51,6 +51,12 @@ void expect_exact_resume(const std::vector<std::string>& precision) {
     EXPECT_EQ(second.grad_norm[i], straight.grad_norm[10 + i]) << "iteration " << i + 11;
   }
   EXPECT_EQ(second.last_eval_loss, straight.last_eval_loss);
+  // Timed: every iteration a run makes but its first (2..20, 2..10, then 12..20 after the resume).
+  EXPECT_EQ(straight.timed_iterations, 19);
+  EXPECT_EQ(first.timed_iterations, 9);
+  EXPECT_EQ(second.timed_iterations, 9);
+  EXPECT_EQ(second.first_timed_iteration, 12);
+  EXPECT_EQ(second.last_timed_iteration, 20);
   EXPECT_EQ(ckpt::read_tracker(dir)->iteration, 20);  // saved again at the end
   fs::remove_all(dir);
 }
