@@ -13,6 +13,10 @@
 namespace tessera::train {
 
 namespace {
+// JSON has no NaN or Infinity: a non-finite value (a diverged loss, an overflowed fp16 grad norm) is
+// written as null, explicitly rather than by relying on the JSON library's default.
+nlohmann::json json_number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
 std::string printf_string(const char* format, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), format, value);
@@ -34,7 +38,7 @@ std::string format_log_line(const IterationMetrics& m) {
   return line;
 }
 
-double perplexity(double loss) { return std::exp(std::min(20.0, loss)); }
+double perplexity(double loss) { return std::isnan(loss) ? loss : std::exp(std::min(20.0, loss)); }
 
 std::string format_eval_line(int64_t iteration, double eval_loss) {
   return "validation loss at iteration " + std::to_string(iteration) + " | lm loss value: " +
@@ -47,21 +51,20 @@ MetricsWriter::MetricsWriter(const std::string& path) {
   if (!out_) TESSERA_CONFIG_FAIL("logging.metrics_file: cannot open '", path, "' for writing");
 }
 
-static double finite_or_nan(double v) { return v; }
-
 void MetricsWriter::write_iteration(const IterationMetrics& m) {
   if (!enabled()) return;
   nlohmann::json row = {{"iteration", m.iteration},
-                        {"lm_loss", finite_or_nan(m.lm_loss)},
-                        {"grad_norm", m.grad_norm},
-                        {"learning_rate", m.learning_rate},
-                        {"loss_scale", m.loss_scale},
+                        {"lm_loss", json_number(m.lm_loss)},
+                        {"grad_norm", json_number(m.grad_norm)},
+                        {"learning_rate", json_number(m.learning_rate)},
+                        {"loss_scale", json_number(m.loss_scale)},
                         {"consumed_samples", m.consumed_samples},
-                        {"tokens_per_second", m.tokens_per_second},
-                        {"tflops_per_gpu", m.tflops_per_device},
-                        {"mfu", m.mfu ? nlohmann::json(*m.mfu) : nlohmann::json(nullptr)},
+                        {"tokens_per_second", json_number(m.tokens_per_second)},
+                        {"tflops_per_gpu", json_number(m.tflops_per_device)},
+                        {"mfu", m.mfu ? json_number(*m.mfu) : nlohmann::json(nullptr)},
                         {"skipped_iterations", m.skipped_iterations},
-                        {"elapsed_ms", m.elapsed_ms}};
+                        {"nan_iterations", m.nan_iterations},
+                        {"elapsed_ms", json_number(m.elapsed_ms)}};
   out_ << row.dump() << "\n";
   out_.flush();
   if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");
@@ -69,7 +72,9 @@ void MetricsWriter::write_iteration(const IterationMetrics& m) {
 
 void MetricsWriter::write_eval(int64_t iteration, double eval_loss) {
   if (!enabled()) return;
-  nlohmann::json row = {{"iteration", iteration}, {"eval_loss", eval_loss}, {"eval_perplexity", perplexity(eval_loss)}};
+  nlohmann::json row = {{"iteration", iteration},
+                        {"eval_loss", json_number(eval_loss)},
+                        {"eval_perplexity", json_number(perplexity(eval_loss))}};
   out_ << row.dump() << "\n";
   out_.flush();
   if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");

@@ -18,9 +18,12 @@ struct IterationMetrics {
 
 std::string format_log_line(const IterationMetrics& m);
 std::string format_eval_line(int64_t iteration, double eval_loss);  // Megatron's validation line
-double perplexity(double loss);                                      // exp(min(20, loss))
+double perplexity(double loss);                                      // exp(min(20, loss)); NaN stays NaN
 
 // Writes one JSON object per line; flushed after every row so a killed job keeps its metrics.
+// JSON has no NaN or Infinity: every non-finite number (lm_loss, grad_norm, eval_loss, ...) is
+// written as null, so each row stays strict JSON; nan_iterations counts the iterations whose loss or
+// grad norm was not finite (as the log line's "nan" field).
 class MetricsWriter {
  public:
   explicit MetricsWriter(const std::string& path);  // "" disables
