@@ -70,8 +70,16 @@ std::vector<double> train_losses(const std::vector<std::string>& overrides) {
   return out;
 }
 
+// The single-rank reference the layouts are compared with: it must train (20 finite lm_loss values
+// going down, a finite eval loss), or the parity tests would compare against garbage.
 int train_mode(const std::string& out_path, const std::vector<std::string>& overrides) {
   std::vector<double> losses = train_losses(overrides);
+  EXPECT(losses.size() == 21, "the reference run gave %zu values (20 lm_loss + eval expected)", losses.size());
+  for (size_t i = 0; i < losses.size(); ++i)
+    EXPECT(std::isfinite(losses[i]), "reference %s %zu is %f", i + 1 < losses.size() ? "iteration" : "eval loss", i + 1,
+           losses[i]);
+  EXPECT(losses.size() > 2 && losses[losses.size() - 2] < losses[0], "reference lm_loss did not decrease");
+  if (failures) return 1;
   if (log::is_output_rank()) {
     std::ofstream out(out_path);
     out.precision(17);

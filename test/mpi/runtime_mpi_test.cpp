@@ -45,9 +45,10 @@ int collectives(Runtime& rt) {
 }  // namespace
 
 int grid_mapping(Runtime& rt) {
-  int failures = 0;
+  int failures = 0, layouts = 0;
   for (const auto& layout : testing::megatron_layouts()) {
     if (layout.world_size != rt.world_size()) continue;
+    ++layouts;
     ProcessGrid grid(rt.world_size(), rt.world_rank(), layout.sizes);
     GroupCommunicators groups(grid, CommBackend::mpi, Device::cpu());
     for (const auto& [kind, expected] : layout.groups) {
@@ -77,6 +78,10 @@ int grid_mapping(Runtime& rt) {
       }
     }
     if (rt.world_rank() == 0) std::printf("layout %s: %s\n", layout.name.c_str(), grid.describe().c_str());
+  }
+  if (layouts == 0) {  // nothing compared is not a pass
+    std::fprintf(stderr, "FAIL grid: no Megatron layout for %d ranks in megatron_layouts.h\n", rt.world_size());
+    ++failures;
   }
   return failures;
 }
