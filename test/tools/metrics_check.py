@@ -84,7 +84,7 @@ def check_run(path, label, args, tolerances, ref, failures):
             failures.append(f"{path}: lm_loss did not decrease ({ordered[0]['lm_loss']} at iteration "
                             f"{ordered[0]['iteration']} -> {ordered[-1]['lm_loss']} at {ordered[-1]['iteration']})")
     for field, tol in tolerances.items():
-        worst = 0.0
+        worst, worst_it = 0.0, None
         for row in ordered:
             it = row["iteration"]
             if it not in ref:
@@ -95,11 +95,12 @@ def check_run(path, label, args, tolerances, ref, failures):
                 failures.append(f"{label}: iteration {it}: {field} {json.dumps(got)} vs reference {json.dumps(want)}")
                 continue
             r = relative(got, want)
-            worst = max(worst, r)
+            if worst_it is None or r > worst:
+                worst, worst_it = r, it
             if r > tol:
                 failures.append(f"{label}: iteration {it}: {field} {got!r} vs reference {want!r}: relative "
                                 f"difference {r:.3e} > {tol:.0e}")
-        summary.append(f"worst relative difference {field} {worst:.2e} (<= {tol:.0e})")
+        summary.append(f"worst relative difference {field} {worst:.2e} at iteration {worst_it} (<= {tol:.0e})")
     return f"{label}: {len(rows)} iterations; " + "; ".join(summary)
 
 
