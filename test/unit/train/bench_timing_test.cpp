@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tessera/train/trainer.h"
 #include "test_paths.h"
 
 namespace tessera {
@@ -91,20 +90,6 @@ TEST(BenchTiming, FreshAndResumedRunsReportTheIterationsTheyTimed) {
   EXPECT_NE(single.output.find("training finished: iterations 8..8 of 8, no iteration timed"), std::string::npos)
       << single.output;
   fs::remove_all(dir);
-}
-
-TEST(BenchTiming, TrainerSummaryCountsTheTimedIterations) {
-  train::Config config = train::load_config(
-      "", {"data.mock_data=true", "data.vocab_size=40", "model.num_layers=1", "model.hidden_size=16",
-           "model.num_attention_heads=2", "model.seq_length=8", "model.max_position_embeddings=8",
-           "training.micro_batch_size=2", "training.global_batch_size=2", "training.train_iters=4",
-           "training.eval_interval=0", "optimizer.lr_warmup_iters=1", "logging.log_interval=100"});
-  const train::TrainingSummary s = train::Trainer(config, Device::cpu()).train();
-  EXPECT_EQ(s.lm_loss.size(), 4u);
-  EXPECT_EQ(s.timed_iterations, 3);
-  EXPECT_EQ(s.first_timed_iteration, 2);
-  EXPECT_EQ(s.last_timed_iteration, 4);
-  EXPECT_GT(s.seconds_per_iteration, 0.0);
 }
 
 }  // namespace
