@@ -71,7 +71,7 @@ TEST(TrainCli, ShortRunWritesMetricsRows) {
   for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
   ASSERT_EQ(rows.size(), 3u);  // iterations 2 and 4, then the evaluation at 4
   for (const char* key : {"iteration", "lm_loss", "grad_norm", "learning_rate", "loss_scale", "consumed_samples",
-                          "tokens_per_second", "tflops_per_gpu", "mfu", "skipped_iterations"})
+                          "tokens_per_second", "tflops_per_gpu", "mfu", "skipped_iterations", "nan_iterations"})
     EXPECT_TRUE(rows[0].contains(key)) << key;
   EXPECT_EQ(rows[1]["iteration"], 4);
   EXPECT_EQ(rows[1]["consumed_samples"], 16);
