@@ -5,12 +5,13 @@
 # reference too), every lm_loss and grad_norm finite, and at every iteration
 #   lm_loss   within 1e-2 relative of the 1-GPU run (bf16 roundings differ where the layouts split
 #             GEMMs and reductions; fp32 main grads and params keep the runs together);
-#   grad_norm within 5e-2 relative: the norm sums the squares of every bf16 gradient element, so it
-#             moves more than the mean loss under the same roundings (5x the loss tolerance, not yet
-#             measured on a GPU); a norm off by 10% (a shard dropped or counted twice) fails.
+#   grad_norm within 1e-2 relative, as lm_loss: measured on two H200s (session 2, 20 iterations)
+#             the worst grad_norm differences were 1.2e-5 (DP=2), 1.1e-5 (DP=2 + distributed
+#             optimizer) and 1.5e-4 (TP=2 + SP), so 1e-2 leaves a 60x margin; a norm off by 10%
+#             (a shard dropped or counted twice) fails.
 # Usage: parallel_parity_compare.sh WORK   (exit 0: all layouts pass, 1: any fails)
 set -uo pipefail
 work=${1:?usage: parallel_parity_compare.sh WORK}
 exec python3 "$(dirname "$0")/../tools/metrics_check.py" "$work/dp2.jsonl" "$work/dp2_distopt.jsonl" \
   "$work/tp2_sp.jsonl" --iterations 20 --reference "$work/one_gpu.jsonl" --tolerance lm_loss=1e-2 \
-  --tolerance grad_norm=5e-2
+  --tolerance grad_norm=1e-2

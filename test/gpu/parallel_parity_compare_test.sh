@@ -2,7 +2,7 @@
 # The pass / fail rule of the GPU parallel-parity test (parallel_parity_compare.sh), checked on the
 # CPU: a 20-iteration tessera-train run on the CPU stands for the 1-GPU run, and copies of its
 # metrics file for the three 2-GPU layouts. Identical copies and copies within the tolerances pass;
-# a grad_norm 10% off at one iteration, an lm_loss 2% off, a non-finite (null) loss, a NaN token, a
+# a grad_norm 10% or 2% off at one iteration, an lm_loss 2% off, a non-finite (null) loss, a NaN token, a
 # missing or a repeated iteration, and a reference that stops early each fail.
 # Usage: parallel_parity_compare_test.sh BIN_DIR
 set -euo pipefail
@@ -25,8 +25,9 @@ import json, os, sys
 work = sys.argv[1]
 cases = {
     "pass identical": "",
-    "pass within_tolerance": 'r["lm_loss"] *= 1 + 5e-3 * (-1) ** i; r["grad_norm"] *= 1 + 2e-2 * (-1) ** i',
+    "pass within_tolerance": 'r["lm_loss"] *= 1 + 5e-3 * (-1) ** i; r["grad_norm"] *= 1 + 5e-3 * (-1) ** i',
     "fail grad_norm_10pc": 'r["grad_norm"] *= 1.10 if i == 7 else 1',
+    "fail grad_norm_2pc": 'r["grad_norm"] *= 1.02 if i == 3 else 1',
     "fail lm_loss_2pc": 'r["lm_loss"] *= 1.02 if i == 13 else 1',
     "fail loss_null": 'r["lm_loss"] = None if i > 2 else r["lm_loss"]',
     "fail loss_nan_token": 'line = json.dumps(r).replace(repr(r["lm_loss"]), "NaN") if i == 5 else None',
