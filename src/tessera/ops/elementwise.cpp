@@ -79,7 +79,11 @@ double masked_sum(const Tensor& values, const Tensor& mask) {
   const char* op = "masked_sum";
   detail::require_same_shape(op, values, "values", mask, "mask");
   detail::require_same_dtype(op, values, "values", mask, "mask");
+#ifdef TESSERA_HAVE_CUDA
   if (detail::runs_on_cuda(op, {&values, &mask})) return TESSERA_CUDA_OP(masked_sum(values, mask));
+#else
+  detail::runs_on_cuda(op, {&values, &mask});  // CPU-only build: fails for a CUDA tensor (no `return throw` in a double function)
+#endif
   // In double, element by element in order (the CPU reference).
   const int64_t n = values.numel();
   Buffer values64(static_cast<size_t>(n) * sizeof(double)), mask64(static_cast<size_t>(n) * sizeof(double));
