@@ -257,6 +257,8 @@ tessera_train_job() {
   save=$("${get[@]}" checkpoint save "")
   load=$("${get[@]}" checkpoint load "")
   world=$(tessera_world_size)
+  # removed now, not only at exit: a job killed later (node failure, KillWait's SIGKILL) runs no trap
+  rm -f "$resolved"
   local n
   for n in world tp pp ep mbs gbs; do tessera_require_int "$n" "${!n}"; done
 

@@ -27,25 +27,30 @@ ensure_cluster() {
   command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null ||
     skip "Slurm is not installed (scripts/install-slurm-deps.sh installs slurmctld, slurmd, munge) and no cluster answers"
   [[ $(id -u) -eq 0 ]] || skip "no Slurm cluster answers and the local one-node cluster needs root to start"
-  local log=${TESSERA_TEST_WORK}/start-local-slurm.log
+  local log=${TESSERA_TEST_WORK}/start-local-slurm.log fresh=0
   mkdir -p "$TESSERA_TEST_WORK"
+  [[ -d ${LOCAL_SLURM_DIR:-/tmp/local-slurm} ]] || fresh=1
   if ! timeout 120 "$START" >"$log" 2>&1; then
     cat "$log" >&2
     fail "scripts/start-local-slurm.sh could not start the local cluster (log above)"
   fi
   export SLURM_CONF=$local_env
   timeout 10 sinfo -h >/dev/null 2>&1 || fail "local cluster started but sinfo does not answer (SLURM_CONF=$SLURM_CONF)"
-  # remember that these tests started the daemons, so the cleanup test stops them again
-  if grep -q "starting slurmctld" "$log"; then touch "$TESSERA_TEST_WORK/local-slurm-started-by-tests"; fi
+  # remember that these tests started the daemons (and made the directory), so the cleanup test undoes it
+  local marker=$TESSERA_TEST_WORK/local-slurm-started-by-tests
+  if grep -q "starting slurmctld" "$log" && [[ ! -e $marker ]]; then echo "$fresh" >"$marker"; fi
 }
 
 case $CASE in
   cluster_start) # fixture setup: start the cluster once (the cases re-check and skip if it cannot run)
     (ensure_cluster && echo "Slurm answers: partition, nodes, state, CPUs = $(sinfo -h -o '%P %D %T %c' | head -1)") || true
     exit 0 ;;
-  cluster_stop) # fixture cleanup: stop the local cluster only if the tests started it
-    if [[ -e $TESSERA_TEST_WORK/local-slurm-started-by-tests ]]; then
-      "$START" stop && rm -f "$TESSERA_TEST_WORK/local-slurm-started-by-tests"
+  cluster_stop) # fixture cleanup: stop the local cluster (and remove its directory) only if the tests started it
+    marker=$TESSERA_TEST_WORK/local-slurm-started-by-tests
+    if [[ -e $marker ]]; then
+      "$START" stop
+      if [[ $(cat "$marker") == 1 ]]; then rm -rf "${LOCAL_SLURM_DIR:-/tmp/local-slurm}"; fi
+      rm -f "$marker"
     fi
     exit 0 ;;
 esac
