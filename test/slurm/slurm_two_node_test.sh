@@ -102,7 +102,16 @@ case $CASE in
     expect_out "$jid" "layout: nodes=2 world=4 ranks/node=2 \| TP=2 PP=2 DP=1 "
     expect_out "$jid" "node n1: ranks 0-1 \(node-local 0-1; GPU = node-local rank\) \| TP groups 0-1 \| PP stages 0 \| DP ranks 0$"
     expect_out "$jid" "node n2: ranks 2-3 \(node-local 0-1; GPU = node-local rank\) \| TP groups 2-3 \| PP stages 1 \| DP ranks 0$"
-    pass "TP=2 in each node x PP=2 across n1/n2: lm_loss = mpirun -np 4, and one rank within 1e-6"
+    # the node-local rank tessera's runtime picks the GPU with (MPI_Comm_split_type) comes from the
+    # node: world ranks 2 and 3 on n2 are local 0 and 1 there (srun's SLURM_LOCALID), not 2 and 3
+    out=$(timeout 120 srun -N2 --ntasks-per-node=2 --mpi=pmix "${CPU_OPTS[@]}" "$BIN/runtime_mpi_test" local_rank 2>&1) ||
+      { echo "$out" >&2; fail "runtime_mpi_test local_rank under srun -N2 --ntasks-per-node=2 failed"; }
+    grep "^rank " <<<"$out" | sort
+    for want in "rank 0: node n1, local rank 0 of 2" "rank 1: node n1, local rank 1 of 2" \
+      "rank 2: node n2, local rank 0 of 2" "rank 3: node n2, local rank 1 of 2"; do
+      grep -qF "$want (launcher's SLURM_LOCALID=" <<<"$out" || { echo "$out" >&2; fail "runtime: no '$want'"; }
+    done
+    pass "TP=2 in each node x PP=2 across n1/n2: lm_loss = mpirun -np 4, and one rank within 1e-6; node-local ranks 0,1 | 0,1"
     ;;
 
   dp2_distributed_optimizer)
@@ -156,14 +165,20 @@ case $CASE in
   node_failure)
     # n2 dies mid-run (its slurmd, slurmstepd and ranks are SIGKILLed): the job must end within 60 s
     # with no rank left and a message naming the failed node; the last checkpoint must load and resume
-    # exactly where the job was (its lm_loss rows after the checkpoint are the reference).
+    # exactly (lm_loss of the failed job, then the resumed run = an uninterrupted run).
     # lr_decay_iters is fixed so the schedule does not depend on train_iters (the resumed run is shorter)
     sets=(--set parallel.tensor_model_parallel_size=2 --set checkpoint.save=ckpt --set checkpoint.save_interval=5
       --set optimizer.lr_decay_iters=1000)
     jid=$(cd "$WORK" && sbatch --parsable --chdir="$WORK" --output="$WORK/job-%j.out" --no-requeue -N2 --ntasks-per-node=2 \
       "${CPU_OPTS[@]}" "$JOBS/train-gpt.sbatch" "$CONFIGS/tiny-gpt.toml" "${sets[@]}" --set training.train_iters=100000)
-    for ((i = 0; i < 1200; i++)); do grep -q "iteration 6/" "$WORK/job-$jid.out" 2>/dev/null && break; sleep 0.1; done
-    grep -q "iteration 6/" "$WORK/job-$jid.out" || { job_out "$jid" >&2; fail "training did not reach iteration 6"; }
+    # fail n2 soon after the first checkpoint (iteration 5), so the reference runs below stay short
+    for ((i = 0; i < 1200; i++)); do [[ -s $WORK/ckpt/latest_checkpointed_iteration.txt ]] && break; sleep 0.1; done
+    [[ -s $WORK/ckpt/latest_checkpointed_iteration.txt ]] || { job_out "$jid" >&2; fail "no checkpoint after 120 s of training"; }
+    # pause the ranks (iterations take ~0.1 s, the checks below longer): the job stays near iteration 5
+    ranks=""
+    for p in $(job_pids "$jid"); do [[ $(cat "/proc/$p/comm" 2>/dev/null) == tessera-train ]] && ranks+=" $p"; done
+    # shellcheck disable=SC2086
+    kill -STOP $ranks
     # where the ranks really are: world rank, node, SLURM_LOCALID (what the printed layout says)
     placement=$(rank_placement "$jid" | paste -sd,)
     [[ $placement == "0 n1 0,1 n1 1,2 n2 0,3 n2 1" ]] || fail "ranks run at '$placement', expected 0 n1 0,1 n1 1,2 n2 0,3 n2 1"
@@ -172,16 +187,11 @@ case $CASE in
     for p in $(job_pids "$jid" n2); do victims+=" $p $(awk '/^PPid:/{print $2}' "/proc/$p/status" 2>/dev/null || true)"; done
     # only the job's ranks on n2, their slurmstepd (parent) and n2's slurmd
     for p in $victims; do [[ $(cat "/proc/$p/comm" 2>/dev/null) =~ ^(tessera-train|slurmstepd|slurmd)$ ]] || fail "refusing to kill pid $p ($(cat "/proc/$p/comm" 2>/dev/null))"; done
-    # fail n2 just after an iteration 1-3 past a checkpoint (every 5), so the job has logged iterations
-    # beyond its last checkpoint: the resumed run must reproduce them
-    for ((i = 0; i < 1200; i++)); do
-      last=$(grep -oP "^ *iteration \K[0-9]+(?=/)" "$WORK/job-$jid.out" | tail -1)
-      ((last % 5 >= 1 && last % 5 <= 3)) && break
-      sleep 0.01
-    done
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086
     kill -9 $victims
+    # shellcheck disable=SC2086
+    kill -CONT $ranks 2>/dev/null || true # n1's ranks go on, towards their peers on the dead node
     ended=""
     for ((i = 0; i < 360; i++)); do
       st=$(job_field "$jid" JobState)
@@ -204,26 +214,22 @@ case $CASE in
     direct_mpirun 4 resumed.log --config "$CONFIGS/tiny-gpt.toml" "${sets[@]}" --set checkpoint.load=ckpt \
       --set checkpoint.save=ckpt-resumed --set "training.train_iters=$until" --set logging.metrics_file=resumed.jsonl
     grep -qE "loaded checkpoint from ckpt.* at iteration $saved " "$WORK/resumed.log" || { cat "$WORK/resumed.log" >&2; fail "checkpoint $saved did not load"; }
-    # the resumed run's iterations saved+1.. equal the failed job's rows for them (a row cut by the kill is dropped)
-    compared=$(python3 - "$WORK/metrics.jsonl" "$WORK/resumed.jsonl" "$saved" <<'PY'
+    # the uninterrupted reference: the same config from scratch to the same iteration
+    direct_mpirun 4 uninterrupted.log --config "$CONFIGS/tiny-gpt.toml" "${sets[@]}" --set checkpoint.save=ckpt-uninterrupted \
+      --set "training.train_iters=$until" --set logging.metrics_file=uninterrupted.jsonl
+    # the failed job's rows up to `until` (a row cut by the kill is dropped) + the resumed run's: every
+    # iteration once or, if both logged it, with the same lm_loss - and all equal to the reference
+    python3 - "$WORK/metrics.jsonl" "$WORK/resumed.jsonl" "$until" >"$WORK/combined.jsonl" <<'PY' || fail "cannot combine the metrics"
 import json, sys
-def rows(path):
-    out = {}
+until = int(sys.argv[3])
+for path in sys.argv[1:3]:
     for line in open(path):
-        try: r = json.loads(line)
+        try: row = json.loads(line)
         except ValueError: continue
-        if "lm_loss" in r: out[r["iteration"]] = r["lm_loss"]
-    return out
-job, resumed, saved = rows(sys.argv[1]), rows(sys.argv[2]), int(sys.argv[3])
-assert sorted(resumed) == list(range(saved + 1, saved + 4)), f"resumed iterations {sorted(resumed)}"
-common = [it for it in resumed if it in job]
-assert common and common[0] == saved + 1, f"the failed job logged no iteration after its checkpoint {saved} (last {max(job)})"
-diff = [(it, job[it], resumed[it]) for it in common if job[it] != resumed[it]]
-assert not diff, f"(iteration, failed job, resumed) differ: {diff}"
-print(f"{len(common)} iteration(s) {common[0]}-{common[-1]}, lm_loss {resumed[common[0]]:.6f}")
+        if row.get("iteration", 0) <= until: print(json.dumps(row))
 PY
-) || fail "the run resumed from checkpoint $saved does not continue the failed job exactly"
-    pass "n2 killed: job ended in ${secs} s (Node failure on n2, NODE_FAIL, no rank left); checkpoint $saved loads, resumed = failed job on $compared"
+    same_lm_loss "$WORK/combined.jsonl" "$WORK/uninterrupted.jsonl" "$until" "the failed job + the run resumed from its checkpoint"
+    pass "n2 killed: job ended in ${secs} s (Node failure on n2, NODE_FAIL, no rank left); checkpoint $saved loads and resumes exactly (to $until)"
     ;;
 
   preprocess)
