@@ -121,8 +121,36 @@ stop_slurmds() {
   return 0
 }
 
+# stop_job_leftovers: what a stopped slurmd leaves behind - slurmstepds of this cluster and the
+# processes of its jobs (a node failure, or a test stopped midway, can leave both). Found by their
+# environment (SLURM_CONF = this cluster's config; job processes also carry SLURM_JOB_ID), never this
+# script or its callers; TERM, then KILL after 5 s, by PID.
+stop_job_leftovers() {
+  local f p keep=" " pids="" i
+  for ((p = $$; p > 1; p = $(awk '/^PPid:/{print $2}' /proc/"$p"/status 2>/dev/null || echo 1))); do keep+="$p "; done
+  for f in $(grep -lzx "SLURM_CONF=$CONF" /proc/[0-9]*/environ 2>/dev/null || true); do
+    p=${f#/proc/}
+    p=${p%/environ}
+    [[ $keep != *" $p "* ]] || continue
+    [[ $(cat /proc/"$p"/comm 2>/dev/null) == slurmstepd ]] || grep -qz "^SLURM_JOB_ID=" "$f" 2>/dev/null || continue
+    pids+=" $p"
+  done
+  [[ -n $pids ]] || return 0
+  log "stopping leftover job processes and slurmstepds:$pids"
+  # shellcheck disable=SC2086
+  kill -TERM $pids 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    # shellcheck disable=SC2086
+    kill -0 $pids 2>/dev/null || return 0
+    sleep 0.1
+  done
+  # shellcheck disable=SC2086
+  kill -KILL $pids 2>/dev/null || true
+}
+
 do_stop() {
   stop_slurmds
+  stop_job_leftovers
   stop_pid "$CTLD_PID" slurmctld
   stop_pid "$MUNGE_PID" munged
   if [[ -L /etc/slurm/slurm.conf && $(readlink /etc/slurm/slurm.conf) == "$CONF" ]]; then rm -f /etc/slurm/slurm.conf; fi

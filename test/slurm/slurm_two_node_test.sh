@@ -53,18 +53,41 @@ esac
 rm -rf "$WORK"
 mkdir -p "$WORK"
 ensure_cluster
+CLUSTER_NAME=$(grep -oP '^ClusterName=\K\S+' "$SLURM_CONF")
+trap cleanup_jobs EXIT
 export TESSERA_BIN_DIR=$BIN TESSERA_JOBS_DIR=$JOBS
 unset TESSERA_DRY_RUN TESSERA_MODULES TESSERA_ALLOW_CROSS_NODE_TP
 
-# job_pids JOBID [NODE]: PIDs of processes started for the job (their environment names it), on NODE
+# job_pids JOBID [NODE]: PIDs of processes started for the job of this cluster (their environment
+# names it; the one-node cluster numbers its jobs from 1 too), on NODE if given
 job_pids() {
   local f p
   for f in $(grep -lzx "SLURM_JOB_ID=$1" /proc/[0-9]*/environ 2>/dev/null || true); do
-    p=${f#/proc/}
-    p=${p%/environ}
+    grep -qzx "SLURM_CLUSTER_NAME=$CLUSTER_NAME" "$f" 2>/dev/null || continue
     [[ -z ${2:-} ]] || grep -qzx "SLURMD_NODENAME=$2" "$f" 2>/dev/null || continue
-    echo "$p"
+    p=${f#/proc/}
+    echo "${p%/environ}"
   done
+}
+
+# cleanup_jobs (on exit): a case that failed midway may leave its jobs running, or, after a node
+# failure, ranks that no slurmstepd will kill: cancel this cluster's jobs (the cases take turns on
+# it), then SIGKILL by PID whatever of them is left after 15 s
+cleanup_jobs() {
+  local jobs j i left
+  jobs=$(squeue -h -o %i 2>/dev/null || true)
+  [[ -n $jobs ]] || return 0
+  # shellcheck disable=SC2086
+  scancel $jobs 2>/dev/null || true
+  for ((i = 0; i < 60; i++)); do
+    left=""
+    for j in $jobs; do left+=" $(job_pids "$j" | paste -sd' ')"; done
+    [[ -n ${left// /} ]] || return 0
+    sleep 0.25
+  done
+  echo "cleanup: SIGKILL to the processes of jobs $jobs left after scancel:$left" >&2
+  # shellcheck disable=SC2086
+  kill -9 $left 2>/dev/null || true
 }
 
 # rank_placement JOBID -> "rank node local-id" per running tessera-train rank, sorted by rank
