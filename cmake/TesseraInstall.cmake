@@ -8,7 +8,8 @@ set(TESSERA_MODULEFILES_DIR "share/modulefiles" CACHE STRING
 
 # TESSERA_HOME: example configs, tokenizers, sample data; the job templates beside them.
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/share/ DESTINATION share/tessera)
-install(FILES ${CMAKE_SOURCE_DIR}/jobs/tessera-job-lib.sh DESTINATION share/tessera/jobs)
+install(FILES ${CMAKE_SOURCE_DIR}/jobs/tessera-job-lib.sh ${CMAKE_SOURCE_DIR}/jobs/tessera-node-layout.sh
+        DESTINATION share/tessera/jobs)
 file(GLOB TESSERA_JOB_TEMPLATES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/jobs/*.sbatch)
 install(PROGRAMS ${TESSERA_JOB_TEMPLATES} DESTINATION share/tessera/jobs)
 

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # tessera-job-lib.sh - shared functions of the jobs/*.sbatch templates (sourced, not run).
-# Owns: finding executables, reading TOML values (+ --set overrides), the parallel-layout check,
+# Owns: finding executables, reading TOML values (+ --set overrides), the parallel-layout check
+# (per node: tessera-node-layout.sh),
 # NCCL/thread defaults, the srun command line, dry runs, and preemption (signal -> save -> requeue).
 #
 # Environment knobs read here (every template documents the ones it uses):
@@ -14,6 +15,12 @@
 tessera_log() { printf '[tessera-job] %s\n' "$*"; }
 # Usage/config errors exit 2 (as every Tessera executable does); nothing has been launched yet.
 tessera_die() { printf '[tessera-job] ERROR: %s\n' "$*" >&2; exit 2; }
+
+# the per-node layout (TP inside a node, one line per node) lives beside this file
+[[ -r $(dirname "${BASH_SOURCE[0]}")/tessera-node-layout.sh ]] ||
+  tessera_die "$(dirname "${BASH_SOURCE[0]}")/tessera-node-layout.sh is missing (it is installed beside tessera-job-lib.sh)"
+# shellcheck source=tessera-node-layout.sh
+source "$(dirname "${BASH_SOURCE[0]}")/tessera-node-layout.sh"
 
 # tessera_load_modules: `module load $TESSERA_MODULES` (jobs inherit PATH but not the module function)
 tessera_load_modules() {
@@ -250,6 +257,8 @@ tessera_train_job() {
   save=$("${get[@]}" checkpoint save "")
   load=$("${get[@]}" checkpoint load "")
   world=$(tessera_world_size)
+  # removed now, not only at exit: a job killed later (node failure, KillWait's SIGKILL) runs no trap
+  rm -f "$resolved"
   local n
   for n in world tp pp ep mbs gbs; do tessera_require_int "$n" "${!n}"; done
 
@@ -269,14 +278,12 @@ tessera_train_job() {
   ((gbs % (mbs * dp) == 0)) ||
     tessera_die "layout does not fit: global_batch_size $gbs is not divisible by micro_batch_size $mbs x data-parallel size $dp"
   local per_node=$((world / ${SLURM_NNODES:-1}))
-  if ((tp > 1 && per_node > 0 && tp > per_node)); then
-    tessera_log "WARNING: tensor_model_parallel_size $tp exceeds the $per_node ranks per node: TP traffic crosses nodes"
-  fi
-
   local layout="nodes=${SLURM_NNODES:-1} world=$world ranks/node=$per_node | TP=$tp PP=$pp DP=$dp"
   [[ $kind == moe ]] && layout+=" EP=$ep experts=$experts (experts/rank=$((experts / ep)), expert-DP=$((dp / ep)))"
   layout+=" | micro_batch=$mbs global_batch=$gbs micro-batches/step=$((gbs / (mbs * dp))) train_iters=$iters"
   tessera_log "job ${SLURM_JOB_ID:-none} (restart ${SLURM_RESTART_COUNT:-0}) layout: $layout"
+  # per node: TP groups must stay inside a node (exit 2 otherwise); one line per node
+  tessera_node_layout "$world" "$tp" "$pp" "$([[ $kind == moe ]] && echo "$ep" || echo 0)"
 
   local -a resume=()
   local at

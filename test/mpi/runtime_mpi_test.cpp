@@ -2,11 +2,15 @@
 //   collectives  every collective on the world and on sub-groups, each dtype, in/out of place
 //   grid         (8 ranks) communicators of every group equal Megatron's lists for several layouts
 //   timeout      a collective only rank 0 enters turns into an Error naming the group and op
+//   local_rank   Runtime::local_rank() (which picks the GPU) equals the launcher's node-local rank:
+//                OMPI_COMM_WORLD_LOCAL_RANK (mpirun) or SLURM_LOCALID (srun), as set at exec time
 #include <mpi.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "collective_checks.h"
@@ -117,6 +121,36 @@ int timeout(Runtime& rt) {
   return failures;
 }
 
+// exec_env NAME: NAME's value in this process's environment as it was at exec (/proc/self/environ:
+// what the launcher set, not what MPI_Init may have set since), or "" if absent
+std::string exec_env(const std::string& name) {
+  std::ifstream in("/proc/self/environ", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string key = name + "=";
+  for (size_t pos = 0; pos < all.size();) {
+    size_t end = all.find('\0', pos);
+    if (end == std::string::npos) end = all.size();
+    if (all.compare(pos, key.size(), key) == 0) return all.substr(pos + key.size(), end - pos - key.size());
+    pos = end + 1;
+  }
+  return "";
+}
+
+int local_rank_check(Runtime& rt) {
+  std::string source = "OMPI_COMM_WORLD_LOCAL_RANK", expected = exec_env(source);
+  if (expected.empty()) expected = exec_env(source = "SLURM_LOCALID");
+  std::string node = exec_env("SLURMD_NODENAME");
+  std::printf("rank %d: node %s, local rank %d of %d (launcher's %s=%s)\n", rt.world_rank(),
+              node.empty() ? "?" : node.c_str(), rt.local_rank(), rt.local_size(), source.c_str(),
+              expected.empty() ? "unset" : expected.c_str());
+  if (expected.empty() || std::stoi(expected) != rt.local_rank()) {
+    std::fprintf(stderr, "FAIL local_rank: rank %d has local rank %d, the launcher says %s\n", rt.world_rank(),
+                 rt.local_rank(), expected.empty() ? "nothing" : expected.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   return run_main(argc, argv, [](int argc, char** argv) {
     std::string mode = argc > 1 ? argv[1] : "collectives";
@@ -125,7 +159,8 @@ int main(int argc, char** argv) {
     if (mode == "collectives") failures = collectives(rt);
     else if (mode == "grid") failures = grid_mapping(rt);
     else if (mode == "timeout") failures = timeout(rt);
-    else TESSERA_CONFIG_FAIL("unknown mode \"", mode, "\"; use collectives, grid or timeout");
+    else if (mode == "local_rank") failures = local_rank_check(rt);
+    else TESSERA_CONFIG_FAIL("unknown mode \"", mode, "\"; use collectives, grid, timeout or local_rank");
     int total = 0;
     TESSERA_MPI_CHECK(MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     if (rt.world_rank() == 0)
