@@ -86,6 +86,9 @@ ref, _ = by_iteration(sys.argv[2])
 want = list(range(1, int(sys.argv[3]) + 1))
 assert sorted(job) == want, f"job iterations {sorted(job)}"
 assert sorted(ref) == want, f"reference iterations {sorted(ref)}"
+import math
+bad = [(it, job[it], ref[it]) for it in want if not all(isinstance(v, float) and math.isfinite(v) for v in (job[it], ref[it]))]
+assert not bad, f"(iteration, job, reference) with a non-finite lm_loss (two diverged runs are not equal): {bad}"
 tol = float(sys.argv[4])
 diff = [(it, job[it], ref[it]) for it in want if abs(job[it] - ref[it]) > tol]
 assert not diff, f"(iteration, job, reference) differ by more than {tol}: {diff}"
