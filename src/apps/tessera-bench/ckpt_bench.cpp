@@ -14,7 +14,7 @@
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/checkpoint_reader.h"
 #include "tessera/ckpt/h5_file.h"
-#include "tessera/ckpt/training_checkpoints.h"
+#include "tessera/train/training_checkpoints.h"
 #include "tessera/models/gpt.h"
 #include "tessera/optim/adamw_optimizer.h"
 #include "tessera/optim/param_groups.h"

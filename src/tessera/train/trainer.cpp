@@ -5,16 +5,17 @@
 #include <limits>
 
 #include "tessera/core/logging.h"
+#include "tessera/distributed/data_parallel.h"
+#include "tessera/distributed/tp_grads.h"
+#include "tessera/models/model_registry.h"
 #include "tessera/models/vocab.h"
 #include "tessera/optim/grad_clip.h"
-#include "tessera/optim/param_groups.h"
-#include "tessera/parallel/data_parallel.h"
-#include "tessera/parallel/forward_backward.h"
-#include "tessera/parallel/pipeline_layout.h"
-#include "tessera/parallel/pipeline_training.h"
-#include "tessera/parallel/tp_grads.h"
-#include "tessera/parallel/tp_report.h"
+#include "tessera/pipeline/forward_backward.h"
+#include "tessera/pipeline/pipeline_layout.h"
+#include "tessera/pipeline/pipeline_training.h"
 #include "tessera/runtime/runtime.h"
+#include "tessera/train/tp_report.h"
+#include "tessera/train/training_optimizer.h"
 
 namespace tessera::train {
 
@@ -39,18 +40,24 @@ Trainer::Trainer(const Config& config, Device device)
   num_micro_batches_ = t.global_batch_size / (t.micro_batch_size * context_->dp_size());
   data_ = build_training_data(config_);
 
-  model_ = std::make_unique<models::GPTModel>(config_.model, data_.vocab_size,
-                                                optim::model_param_dtype(t.precision), device_,
-                                                parallel::pipeline_chunk_layouts(config_, context_->pp_size(),
-                                                                                 context_->pp_rank()),
-                                                parallel::tensor_parallel_view(*context_, &config_));
+  tp_ = parallel::tensor_parallel_view(*context_);
+  models::ModelBuildArgs build;
+  build.config = &config_.model;
+  build.vocab_size = data_.vocab_size;
+  build.dtype = optim::model_param_dtype(t.precision);
+  build.device = device_;
+  build.tp = tp_;
+  build.pipeline_size = context_->pp_size();
+  build.chunks = parallel::pipeline_chunk_layouts(config_.model.num_layers, config_.parallel, context_->pp_size(),
+                                                  context_->pp_rank());
+  model_ = models::model_family(config_.model.architecture).build(build);
   model_->initialize(static_cast<uint64_t>(t.seed));  // bf16 / fp16: the fp32 initialisation rounded once
   parallel::setup_pipeline_training(*model_, *context_, num_micro_batches_);
 
-  distributed_optimizer_ = optim::make_training_optimizer(config_, model_->parameters(), *context_);
+  distributed_optimizer_ = make_training_optimizer(config_, model_->parameters(), *context_);
   std::vector<optim::ParamEntry> entries;
   for (const auto& p : model_->parameters().parameters())
-    entries.push_back({p.name, p.value, p.grad, optim::default_weight_decay(p.name, p.shape)});
+    entries.push_back({p.name, p.value, p.grad, p.weight_decay});  // set at registration
   if (!distributed_optimizer_) optimizer_ = std::make_unique<optim::AdamWOptimizer>(std::move(entries));
 
   const auto& o = config_.optimizer;
@@ -67,9 +74,8 @@ Trainer::Trainer(const Config& config, Device device)
   int64_t s = config_.model.seq_length;
   // FLOPs per token: 6N + 12 L h s (N = parameters excluding position embeddings; the tied word
   // embedding counts once, as the output layer's GEMM).
-  const auto& m = config_.model;
-  double n = static_cast<double>(parallel::pipeline_flops_parameter_count(model_->parameters(), *context_));
-  double per_token = 6.0 * n + 12.0 * m.num_layers * m.hidden_size * static_cast<double>(s);
+  double per_token = models::flops_per_token(
+      config_.model, parallel::pipeline_flops_parameter_count(model_->parameters(), *context_));
   flops_per_iteration_ = per_token * static_cast<double>(t.global_batch_size * s);
   log_start();
   checkpoints_ = std::make_unique<ckpt::TrainingCheckpoints>(config_, *context_);
@@ -134,9 +140,9 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
   args.grad_scale = loss_scale_ / static_cast<double>(num_micro_batches_);
   parallel::ForwardBackwardResult losses = parallel::forward_backward(args, arena_);
   // Sequence parallelism: LayerNorm / row-parallel bias / position grads are partial over TP.
-  parallel::all_reduce_sequence_parallel_grads(model_->parameters(), model_->tensor_parallel());
+  parallel::all_reduce_sequence_parallel_grads(model_->parameters(), tp_);
   // Pipeline: tied-embedding grads summed over first and last stage; the loss comes from the last.
-  parallel::all_reduce_tied_embedding_grads(*model_, *context_);
+  parallel::all_reduce_tied_embedding_grads(model_->parameters(), *context_);
   if (context_->pp_size() > 1 && consumed_samples_ == resume_.consumed_samples)
     parallel::log_pipeline_activation_memory(*context_, losses, num_micro_batches_);
   losses.loss_mean_sum = parallel::value_from_last_stage(*context_, losses.loss_mean_sum);

@@ -5,12 +5,12 @@
 #include <memory>
 #include <vector>
 
-#include "tessera/ckpt/training_checkpoints.h"
+#include "tessera/train/training_checkpoints.h"
 #include "tessera/models/gpt.h"
 #include "tessera/optim/adamw_optimizer.h"
 #include "tessera/optim/distributed_optimizer.h"
 #include "tessera/optim/lr_schedule.h"
-#include "tessera/parallel/parallel_context.h"
+#include "tessera/runtime/parallel_context.h"
 #include "tessera/train/config.h"
 #include "tessera/train/metrics.h"
 #include "tessera/train/training_data.h"
@@ -33,7 +33,7 @@ class Trainer {
  public:
   Trainer(const Config& config, Device device);
   TrainingSummary train();
-  models::GPTModel& model() { return *model_; }
+  models::StageModel& model() { return *model_; }
 
  private:
   double train_step(int64_t iteration, double& grad_norm, bool& skipped);
@@ -46,7 +46,8 @@ class Trainer {
   Device device_;
   std::unique_ptr<parallel::ParallelContext> context_;
   TrainingData data_;
-  std::unique_ptr<models::GPTModel> model_;
+  parallel::TensorParallel tp_;  // this rank's tensor group
+  std::unique_ptr<models::StageModel> model_;  // built by the model.architecture's family
   std::unique_ptr<optim::AdamWOptimizer> optimizer_;
   // DP / distributed optimizer / mixed precision / model-parallel grad norm (replaces optimizer_).
   std::unique_ptr<optim::DistributedOptimizer> distributed_optimizer_;
