@@ -34,9 +34,10 @@ ForwardBackwardResult forward_backward_no_pipelining(const ForwardBackwardArgs& 
 ForwardBackwardResult forward_backward(const ForwardBackwardArgs& args, Arena& arena) {
   if (args.context == nullptr || args.context->pp_size() == 1) return forward_backward_no_pipelining(args, arena);
   // 1F1B (one chunk per stage) or interleaved 1F1B (several); the activation arenas persist
-  // across steps, one per (micro-batch, chunk) slot that was live at once.
-  static PipelineArenaPool pool;
-  return forward_backward_pipelining(args, pool);
+  // across the steps of the state's owner, one per (micro-batch, chunk) slot that was live at once.
+  if (args.pipeline_state) return forward_backward_pipelining(args, *args.pipeline_state);
+  PipelineState state;
+  return forward_backward_pipelining(args, state);
 }
 
 }  // namespace tessera::parallel

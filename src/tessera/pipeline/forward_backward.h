@@ -11,6 +11,8 @@
 
 namespace tessera::parallel {
 
+struct PipelineState;  // pipeline_executor.h
+
 struct ForwardBackwardArgs {
   models::StageModel* model = nullptr;
   ParallelContext* context = nullptr;
@@ -31,6 +33,9 @@ struct ForwardBackwardArgs {
   // No-pipelining schedule: during the last micro-batch's backward, called with each layer's
   // parameter range once its gradients are final (the DP gradient reduction starts there).
   std::function<void(int begin, int end)> grads_final;
+  // Pipeline schedules: the activation arenas and verified schedule shapes kept across steps (the
+  // run owns them); null: a fresh state for this call only.
+  PipelineState* pipeline_state = nullptr;
 };
 
 struct ForwardBackwardResult {

@@ -204,13 +204,13 @@ class StageExecutor {
 
 }  // namespace
 
-ForwardBackwardResult forward_backward_pipelining(const ForwardBackwardArgs& args, PipelineArenaPool& pool) {
+ForwardBackwardResult forward_backward_pipelining(const ForwardBackwardArgs& args, PipelineState& state) {
   TESSERA_CHECK(args.model && args.context && args.context->pp_size() > 1,
                 "forward_backward_pipelining needs a model and a pipeline-parallel context");
   const int pp = args.context->pp_size(), rank = args.context->pp_rank(), V = args.model->num_chunks();
   StageSchedule schedule = build_stage_schedule(pp, rank, V, args.num_micro_batches, args.forward_only);
-  verify_pipeline_schedules(pp, V, args.num_micro_batches, args.forward_only);
-  StageExecutor executor(args, pool);
+  state.schedules.verify(pp, V, args.num_micro_batches, args.forward_only);
+  StageExecutor executor(args, state.arenas);
   return executor.run(schedule);
 }
 

@@ -8,6 +8,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/pipeline/forward_backward.h"
+#include "tessera/pipeline/schedule_check.h"
 
 namespace tessera::parallel {
 
@@ -26,9 +27,16 @@ class PipelineArenaPool {
   std::vector<Arena*> free_;
 };
 
+// What the pipelined forward-backward keeps from step to step, owned by the run (the Trainer):
+// the activation arenas and the schedule shapes already verified.
+struct PipelineState {
+  PipelineArenaPool arenas;
+  VerifiedSchedules schedules;
+};
+
 // The pipelined forward-backward of one step (pp > 1): builds this stage's schedule (ConfigError
 // for a micro-batch count the interleaved schedule cannot take), checks the whole pipeline's
 // schedules once per shape, and executes it. Loss fields of the result are set on the last stage.
-ForwardBackwardResult forward_backward_pipelining(const ForwardBackwardArgs& args, PipelineArenaPool& pool);
+ForwardBackwardResult forward_backward_pipelining(const ForwardBackwardArgs& args, PipelineState& state);
 
 }  // namespace tessera::parallel

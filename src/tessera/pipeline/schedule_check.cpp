@@ -1,7 +1,6 @@
 #include "tessera/pipeline/schedule_check.h"
 
 #include <map>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -174,18 +173,19 @@ StageSchedule build_stage_schedule(int pp, int rank, int num_chunks, int64_t m, 
   return build_interleaved_schedule(pp, rank, num_chunks, m, forward_only, group);
 }
 
-void verify_pipeline_schedules(int pp, int num_chunks, int64_t m, bool forward_only, int64_t group) {
-  static std::mutex mutex;
-  static std::set<std::tuple<int, int, int64_t, bool, int64_t>> verified;
+void VerifiedSchedules::verify(int pp, int num_chunks, int64_t m, bool forward_only, int64_t group) {
   auto key = std::make_tuple(pp, num_chunks, m, forward_only, group);
-  std::lock_guard<std::mutex> lock(mutex);
-  if (verified.count(key)) return;
+  if (verified_.count(key)) return;
+  verify_pipeline_schedules(pp, num_chunks, m, forward_only, group);
+  verified_.insert(key);
+}
+
+void verify_pipeline_schedules(int pp, int num_chunks, int64_t m, bool forward_only, int64_t group) {
   std::vector<StageSchedule> all;
   for (int r = 0; r < pp; ++r) all.push_back(build_stage_schedule(pp, r, num_chunks, m, forward_only, group));
   std::string err = check_pipeline_schedules(all);
   TESSERA_CHECK(err.empty(), "pipeline schedule (pp ", pp, ", chunks ", num_chunks, ", micro-batches ", m,
                 forward_only ? ", forward only" : "", ") is inconsistent: ", err);
-  verified.insert(key);
 }
 
 }  // namespace tessera::parallel

@@ -121,6 +121,7 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
   args.num_micro_batches = num_micro_batches_;
   args.micro_batch_size = b;
   args.seq_length = config_.model.seq_length;
+  args.pipeline_state = &pipeline_;
   // Megatron's sampler: the step's global batch is consumed_samples + [0, gbs); DP rank r reads the
   // r-th micro_batch_size slice of each chunk of micro_batch_size * dp samples.
   int64_t step_start = consumed_samples_, dp = context_->dp_size(), dp_rank = context_->dp_rank();
@@ -179,6 +180,7 @@ double Trainer::evaluate() {
   args.num_micro_batches = num_micro_batches_;
   args.micro_batch_size = b;
   args.seq_length = config_.model.seq_length;
+  args.pipeline_state = &pipeline_;
   args.forward_only = true;
   args.dropout = [](int64_t) { return nn::DropoutContext{}; };
   double loss_total = 0;

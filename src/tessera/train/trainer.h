@@ -10,6 +10,7 @@
 #include "tessera/optim/adamw_optimizer.h"
 #include "tessera/optim/distributed_optimizer.h"
 #include "tessera/optim/lr_schedule.h"
+#include "tessera/pipeline/pipeline_executor.h"
 #include "tessera/runtime/parallel_context.h"
 #include "tessera/train/config.h"
 #include "tessera/train/metrics.h"
@@ -54,6 +55,7 @@ class Trainer {
   double loss_scale_ = 1;  // the scale the last step's loss gradients carried (fp16)
   std::unique_ptr<optim::LrSchedule> schedule_;
   Arena arena_;
+  parallel::PipelineState pipeline_;  // pipeline activation arenas and verified schedules, across steps
   int64_t num_micro_batches_ = 1;
   int64_t consumed_samples_ = 0;
   int64_t eval_consumed_samples_ = 0;
