@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/models/gpt.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/optim/distributed_optimizer.h"
 #include "tessera/runtime/main_guard.h"

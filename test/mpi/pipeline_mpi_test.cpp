@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/models/gpt.h"
 #include "tessera/core/error.h"
 #include "tessera/core/logging.h"
 #include "tessera/pipeline/forward_backward.h"

@@ -5,7 +5,7 @@
 #include <functional>
 
 #include "tessera/core/buffer.h"
-#include "tessera/models/gpt.h"
+#include "tessera/models/stage_model.h"
 #include "tessera/pipeline/schedule_step.h"
 #include "tessera/runtime/parallel_context.h"
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "tessera/models/gpt.h"
+#include "tessera/models/stage_model.h"
 #include "tessera/pipeline/forward_backward.h"
 #include "tessera/runtime/parallel_context.h"
 
