@@ -10,7 +10,7 @@
 
 #include "kernels/kernels.h"
 #include "tessera/core/dtype.h"
-#include "tessera/runtime/cuda_check.h"
+#include "tessera/core/cuda_check.h"
 
 namespace tessera::kernels {
 

@@ -24,7 +24,7 @@
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/multi_tensor.h"
 #include "tessera/optim/distributed_optimizer.h"
-#include "tessera/parallel/parallel_context.h"
+#include "tessera/runtime/parallel_context.h"
 #include "tessera/runtime/runtime.h"
 #include "tessera/train/config.h"
 

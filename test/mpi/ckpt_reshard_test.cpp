@@ -10,7 +10,7 @@
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/checkpoint_reader.h"
 #include "tessera/ckpt/checkpoint_save.h"
-#include "tessera/ckpt/training_checkpoints.h"
+#include "tessera/train/training_checkpoints.h"
 #include "tessera/core/rng.h"
 #include "tessera/runtime/main_guard.h"
 #include "tessera/runtime/runtime.h"

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/models/gpt.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/optim/distributed_optimizer.h"
 #include "tessera/runtime/main_guard.h"
@@ -247,14 +248,16 @@ int mixed_precision(int, char** argv) {
   return failures ? 1 : 0;
 }
 
-// The counting rule on a hand-made store: the shared output-layer copy never counts, replicated
+// The counting rule on a hand-made store: the shared output-layer copy (roles.copy_of) never counts, replicated
 // (LayerNorm) params count on TP rank 0 only, TP-split params count on every TP rank.
 int norm_counting(int, char**) {
   nn::ParameterStore last_stage;
   last_stage.add("layers.1.input_layernorm.weight", {8}, nn::Init::ones, 0, false);
   last_stage.add("layers.1.mlp.linear_fc1.weight", {16, 8}, nn::Init::normal, 0.02, true,
                  nn::Sharding::split(0, 32, 2, 1));
-  last_stage.add("output_layer.weight", {64, 8}, nn::Init::normal, 0.02, true, nn::Sharding::split(0, 128, 2, 1));
+  int copy = last_stage.add("output_layer.weight", {64, 8}, nn::Init::normal, 0.02, true,
+                            nn::Sharding::split(0, 128, 2, 1));
+  last_stage.roles(copy).copy_of = "embedding.word_embeddings.weight";  // as the model registers it
   auto rank0 = optim::grad_norm_counted_params(last_stage, 2, 0);
   auto rank1 = optim::grad_norm_counted_params(last_stage, 2, 1);
   EXPECT_TRUE_MSG(rank0 == (std::vector<bool>{true, true, false}), "tp rank 0 counting");

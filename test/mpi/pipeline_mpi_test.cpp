@@ -18,12 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "tessera/models/gpt.h"
 #include "tessera/core/error.h"
 #include "tessera/core/logging.h"
-#include "tessera/parallel/forward_backward.h"
-#include "tessera/parallel/pipeline_layout.h"
-#include "tessera/parallel/pipeline_training.h"
-#include "tessera/parallel/schedule_interleaved.h"
+#include "tessera/pipeline/forward_backward.h"
+#include "tessera/pipeline/pipeline_layout.h"
+#include "tessera/pipeline/pipeline_training.h"
+#include "tessera/pipeline/schedule_interleaved.h"
 #include "tessera/runtime/main_guard.h"
 #include "tessera/runtime/mpi_check.h"
 #include "tessera/runtime/runtime.h"
@@ -127,7 +128,7 @@ Setup make_setup(std::vector<std::string> overrides, int64_t m) {
                                                           Device::cpu());
   s.model = std::make_unique<models::GPTModel>(
       s.config.model, kVocab, DType::f32, Device::cpu(),
-      parallel::pipeline_chunk_layouts(s.config, s.context->pp_size(), s.context->pp_rank()));
+      parallel::pipeline_chunk_layouts(s.config.model.num_layers, s.config.parallel, s.context->pp_size(), s.context->pp_rank()));
   s.model->initialize(1234);
   parallel::setup_pipeline_training(*s.model, *s.context, m);
   return s;
@@ -161,7 +162,7 @@ parallel::ForwardBackwardResult check_against_whole_model(Setup& s, int64_t m, c
   parallel::ForwardBackwardArgs args = make_args(s.model.get(), s.context.get(), m);
   args.on_step = std::move(on_step);
   parallel::ForwardBackwardResult r = parallel::forward_backward(args, arena);
-  parallel::all_reduce_tied_embedding_grads(*s.model, *s.context);
+  parallel::all_reduce_tied_embedding_grads(s.model->parameters(), *s.context);
   double pipelined_loss = parallel::value_from_last_stage(*s.context, r.loss_mean_sum);
 
   models::GPTModel whole(s.config.model, kVocab, DType::f32, Device::cpu());
@@ -379,7 +380,8 @@ int schedule_mode() {
   auto layouts = [](std::vector<std::string> extra, int pp_size, int rank) {
     std::vector<std::string> o = tiny_overrides();
     o.insert(o.end(), extra.begin(), extra.end());
-    return parallel::pipeline_chunk_layouts(train::load_config("", o), pp_size, rank);
+    train::Config config = train::load_config("", o);
+    return parallel::pipeline_chunk_layouts(config.model.num_layers, config.parallel, pp_size, rank);
   };
   auto config_error = [&](std::vector<std::string> extra, int pp_size) {
     try {

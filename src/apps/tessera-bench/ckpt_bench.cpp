@@ -14,7 +14,7 @@
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/checkpoint_reader.h"
 #include "tessera/ckpt/h5_file.h"
-#include "tessera/ckpt/training_checkpoints.h"
+#include "tessera/train/training_checkpoints.h"
 #include "tessera/models/gpt.h"
 #include "tessera/optim/adamw_optimizer.h"
 #include "tessera/optim/param_groups.h"
@@ -60,7 +60,7 @@ int run_ckpt_bench(const CkptBenchOptions& o) {
   auto& params = model.parameters();
   std::vector<optim::ParamEntry> entries;
   for (const auto& p : params.parameters())
-    entries.push_back({p.name, p.value, p.grad, optim::default_weight_decay(p.name, p.shape)});
+    entries.push_back({p.name, p.value, p.grad, p.weight_decay});  // set at registration
   optim::AdamWOptimizer adamw(std::move(entries));
   // One step with grad = param, so that both moments hold non-zero values.
   std::memcpy(params.all_grads().data(), params.all_values().data(),

@@ -16,7 +16,7 @@
 #include "tessera/runtime/mpi_check.h"
 #include "tessera/runtime/runtime.h"
 #ifdef TESSERA_HAVE_CUDA
-#include "tessera/runtime/cuda_check.h"
+#include "tessera/core/cuda_check.h"
 #include "tessera/runtime/nccl_communicator.h"
 #endif
 

@@ -9,7 +9,7 @@
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/half.h"
-#include "tessera/ops/elementwise.h"
+#include "tessera/runtime/device_copy.h"
 
 namespace tessera::ckpt {
 
@@ -53,10 +53,6 @@ void around(const Shape& shape, int axis, int64_t& outer, int64_t& inner) {
     if (i < axis) outer *= shape[i];
     if (i > axis) inner *= shape[i];
   }
-}
-
-bool is_vocab_tensor(const std::string& name) {
-  return name.find("word_embeddings") != std::string::npos || name.find("output_layer") != std::string::npos;
 }
 
 Shape attr_shape(hid_t dataset, const char* name) {
@@ -286,7 +282,7 @@ std::vector<double> CheckpointReader::local_values(const std::string& kind, cons
   std::vector<double> global = assemble(kind, name, saved_shape);
   Shape wanted = target.split_axis < 0 ? target.local.shape() : target.global_shape;
   if (saved_shape != wanted) {
-    bool rows_only = saved_shape.size() == wanted.size() && !wanted.empty() && is_vocab_tensor(name);
+    bool rows_only = saved_shape.size() == wanted.size() && !wanted.empty() && target.vocab_axis == 0;
     for (size_t i = 1; rows_only && i < wanted.size(); ++i) rows_only = saved_shape[i] == wanted[i];
     TESSERA_CHECK(rows_only, "checkpoint tensor '", name, "' in ",
                   (folder_ / file_names_[pieces_.at({kind, name}).front().file]).string(), " has global shape ",
@@ -314,8 +310,7 @@ void store_values(const double* values, const Tensor& out) {
   if (out.device().is_cpu()) return from_double(values, out.numel(), out.data(), out.dtype());
   Buffer staged(out.nbytes());
   from_double(values, out.numel(), staged.data(), out.dtype());
-  ops::copy(staged.as_tensor(out.dtype(), out.shape()), out);
-  ops::synchronize(out.device());  // the staging buffer is freed on return
+  copy_synchronous(staged.as_tensor(out.dtype(), out.shape()), out);  // done before the staging buffer is freed
 }
 }  // namespace
 

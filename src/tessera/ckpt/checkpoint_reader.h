@@ -38,8 +38,8 @@ class CheckpointReader {
   // Fills target.local (f32, bf16, f16 or f64) with its slice of the saved global tensor `name`
   // (target.name, or source_name when given: e.g. output_layer.weight from the word embeddings).
   // Uses the fp32 main parameter when the checkpoint has one. The global shapes must match, except
-  // the vocabulary (padded) rows of embedding / output tensors, which are copied up to the smaller
-  // size and zero-filled beyond.
+  // the vocabulary (padded) rows of tensors with target.vocab_axis = 0 (embedding / output tables),
+  // which are copied up to the smaller size and zero-filled beyond.
   void read_model(const TensorShard& target, const std::string& source_name = "") const;
 
   // Fills out (f32 [slice.count]) with optimizer state `kind` of the slice's elements.

@@ -18,6 +18,7 @@ struct TensorShard {
   Shape global_shape;
   int split_axis = -1;
   int64_t split_offset = 0;
+  int vocab_axis = -1;  // >= 0: (padded) vocabulary rows on this axis, resized across paddings on load
 };
 
 // The optimizer state of elements [flat_offset, flat_offset + count) of one parameter's local shard

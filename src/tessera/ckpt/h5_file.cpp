@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "tessera/core/buffer.h"
-#include "tessera/ops/elementwise.h"
+#include "tessera/runtime/device_copy.h"
 
 namespace tessera::ckpt {
 
@@ -194,7 +194,7 @@ std::vector<int64_t> h5_attr_ints(hid_t object, const std::string& name) {
 void h5_write_tensor(hid_t parent, const std::string& name, const Tensor& device_tensor) {
   Buffer staged(device_tensor.device().is_cpu() ? 0 : device_tensor.nbytes());  // a GPU tensor is written from a host copy
   const Tensor tensor = device_tensor.device().is_cpu() ? device_tensor : staged.as_tensor(device_tensor.dtype(), device_tensor.shape());
-  if (!device_tensor.device().is_cpu()) ops::copy(device_tensor, tensor);  // waits for the copy
+  if (!device_tensor.device().is_cpu()) copy_synchronous(device_tensor, tensor);
   std::vector<hsize_t> dims(tensor.shape().begin(), tensor.shape().end());
   H5Id space(dims.empty() ? TESSERA_H5_CHECK(H5Screate(H5S_SCALAR), "dataset ", name)
                           : TESSERA_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),

@@ -7,14 +7,35 @@
 #include "tessera/ops/cross_entropy.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linear.h"
-#include "tessera/parallel/tp_cross_entropy.h"
-#include "tessera/parallel/tp_mappings.h"
+#include "tessera/tensor_parallel/tp_cross_entropy.h"
+#include "tessera/tensor_parallel/tp_mappings.h"
 
 namespace tessera::models {
 
-GPTModel::GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType dtype, Device device,
+namespace {
+// The parts of the layer spec GPT implements today; the others are named values the config may
+// hold but GPT rejects.
+void require_gpt_layer_spec(const TransformerConfig& config) {
+  const LayerSpec spec = decoder_layer_spec(config);
+  if (spec.norm != Norm::layernorm)
+    TESSERA_CONFIG_FAIL("model.normalization = ", name(spec.norm), " is not supported yet by model.architecture = ",
+                        "gpt (it builds layernorm)");
+  if (spec.self_attention.position != PositionEmbedding::learned_absolute)
+    TESSERA_CONFIG_FAIL("model.position_embedding_type = ", name(spec.self_attention.position),
+                        " is not supported yet by model.architecture = gpt (it builds learned_absolute)");
+  if (spec.mlp != Mlp::gelu)
+    TESSERA_CONFIG_FAIL("model.activation = ", name(spec.mlp), " (model.num_experts = ", config.num_experts,
+                        ") is not supported yet by model.architecture = gpt (it builds gelu)");
+  if (config.untie_embeddings_and_output_weights)
+    TESSERA_CONFIG_FAIL("model.untie_embeddings_and_output_weights = true is not supported yet by ",
+                        "model.architecture = gpt");
+}
+}  // namespace
+
+GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dtype, Device device,
                    std::vector<GPTChunkLayout> layouts, const parallel::TensorParallel& tp)
     : config_(config), tp_(tp), vocab_size_(vocab_size) {
+  require_gpt_layer_spec(config);
   padded_vocab_ = models::padded_vocab_size(vocab_size, config.make_vocab_size_divisible_by, tp.size);
   double std = config.init_method_std;
   double output_std = std / std::sqrt(2.0 * static_cast<double>(config.num_layers));
@@ -39,6 +60,7 @@ GPTModel::GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType d
                                                       config.hidden_size, std, config.hidden_dropout, tp);
       embedding_params_ = {first_param, static_cast<int>(store_.parameters().size())};
       output_weight_ = embedding_->word_embeddings();
+      store_.roles(output_weight_).tied_embedding = true;  // it is the output layer too
     }
     Chunk chunk;
     chunk.layout = layout;
@@ -60,6 +82,12 @@ GPTModel::GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType d
         output_weight_ = store_.add("output_layer.weight", {padded_vocab_ / tp.size, config.hidden_size},
                                     nn::Init::normal, std, true,
                                     nn::Sharding::split(0, padded_vocab_, tp.size, tp.rank));
+      if (output_weight_ == store_.index_of("output_layer.weight")) {
+        nn::ParameterRoles& roles = store_.roles(output_weight_);
+        roles.tied_embedding = true;
+        roles.copy_of = "embedding.word_embeddings.weight";
+        roles.vocab_axis = 0;
+      }
       head_params_ = {first_head_param, static_cast<int>(store_.parameters().size())};
     }
   }
@@ -199,6 +227,53 @@ Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const 
   embedding_->backward(arena, dx, in.ids, in.positions, dropout);
   if (grads_final) grads_final(embedding_params_.first, embedding_params_.second);
   return Tensor();
+}
+
+std::vector<Shape> GPTModel::stage_shapes(int64_t seq, int64_t batch) const {
+  return {{tp_.local_rows(seq * batch), config_.hidden_size}};
+}
+
+std::unique_ptr<MicroBatchInputs> GPTModel::prepare_micro_batch(Arena& arena, const Tensor& tokens,
+                                                                const Tensor& loss_mask) const {
+  return std::make_unique<GPTInputs>(prepare(arena, tokens, loss_mask));
+}
+
+std::unique_ptr<ChunkActivations> GPTModel::make_activations() const { return std::make_unique<GPTChunkActivations>(); }
+
+namespace {
+const GPTInputs& gpt_inputs(const MicroBatchInputs& in) {
+  const auto* gpt = dynamic_cast<const GPTInputs*>(&in);
+  TESSERA_CHECK(gpt != nullptr, "GPTModel was given another model's micro-batch inputs");
+  return *gpt;
+}
+const GPTChunkActivations& gpt_activations(const ChunkActivations& acts) {
+  const auto* gpt = dynamic_cast<const GPTChunkActivations*>(&acts);
+  TESSERA_CHECK(gpt != nullptr, "GPTModel was given another model's activations");
+  return *gpt;
+}
+Tensor single(const StageTensors& tensors, const char* what) {
+  TESSERA_CHECK(tensors.size() <= 1, "a GPT stage passes one tensor, got ", tensors.size(), " ", what);
+  return tensors.empty() ? Tensor() : tensors[0];
+}
+}  // namespace
+
+StageTensors GPTModel::forward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& input,
+                                     const nn::DropoutContext& dropout, ChunkActivations& acts) const {
+  auto& gpt_acts = const_cast<GPTChunkActivations&>(gpt_activations(acts));
+  return {forward_chunk(chunk, arena, gpt_inputs(in), single(input, "inputs"), Tensor(), dropout, gpt_acts)};
+}
+
+LossSum GPTModel::stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts) const {
+  return chunk_loss(arena, gpt_inputs(in), gpt_activations(acts));
+}
+
+StageTensors GPTModel::backward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& doutput,
+                                      double grad_scale, double token_count, const nn::DropoutContext& dropout,
+                                      const ChunkActivations& acts,
+                                      const std::function<void(int, int)>& grads_final) const {
+  Tensor dinput = backward_chunk(chunk, arena, gpt_inputs(in), single(doutput, "output gradients"), grad_scale,
+                                 token_count, dropout, gpt_activations(acts), grads_final);
+  return dinput.data() ? StageTensors{dinput} : StageTensors{};
 }
 
 LossSum GPTModel::forward_backward(Arena& arena, const Tensor& tokens, const Tensor& loss_mask, double grad_scale,

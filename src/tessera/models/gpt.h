@@ -2,6 +2,7 @@
 // LayerNorm, output layer tied to the word embedding, cross entropy over the real vocabulary.
 // A rank holds one or more model chunks (pipeline stages; several with interleaving). Each chunk
 // has explicit forward and backward over one micro-batch; activations live in the caller's arena.
+// GPTModel implements StageModel (stage_model.h), the interface pipeline schedules drive.
 // Tensor parallel (parallel::TensorParallel, default TP = 1): vocabulary-parallel embedding and
 // output layer (vocabulary padded to make_vocab_size_divisible_by x tp) with vocab-parallel cross
 // entropy, heads and MLP split over TP ranks, and optional sequence parallelism (hidden states
@@ -14,34 +15,23 @@
 #include "tessera/nn/gpt_embedding.h"
 #include "tessera/nn/layernorm.h"
 #include "tessera/nn/transformer_layer.h"
-#include "tessera/parallel/tp_group.h"
-#include "tessera/train/config.h"
+#include "tessera/models/stage_model.h"
+#include "tessera/models/transformer_config.h"
+#include "tessera/tensor_parallel/tp_group.h"
 
 namespace tessera::models {
 
-struct LossSum {
-  double loss_sum = 0;     // sum over tokens of mask * per-token loss
-  double token_count = 0;  // sum of the loss mask
-};
-
-// Which part of the network a chunk holds: the embedding (first chunk of the first stage), layers
-// [first_layer, first_layer + num_layers), and the head (final LayerNorm, output layer and loss).
-struct GPTChunkLayout {
-  bool has_embedding = true;
-  bool has_head = true;
-  int64_t first_layer = 0;
-  int64_t num_layers = -1;  // -1: every layer
-};
+using GPTChunkLayout = ChunkLayout;
 
 // One micro-batch's inputs, sequence-major ([s, b] flattened), shared by every chunk.
-struct GPTInputs {
+struct GPTInputs : MicroBatchInputs {
   Tensor ids, positions, labels, mask;  // i32, i32, i32, loss dtype (GPTModel::loss_dtype); [s*b] each
   int64_t seq = 0, batch = 0;
   double token_count = 0;               // sum of the loss mask (known on the host)
 };
 
 // What a chunk's forward saves for its backward (opaque to schedules).
-struct GPTChunkActivations {
+struct GPTChunkActivations : ChunkActivations {
   Tensor input;  // the hidden state the chunk received (undefined on the embedding chunk)
   std::vector<nn::TransformerLayer::Saved> layers;
   nn::LayerNorm::Saved final_ln;
@@ -49,19 +39,34 @@ struct GPTChunkActivations {
   Tensor logits, log_sum_exp;  // logits: this rank's vocabulary columns [s*b, V'/tp]
 };
 
-class GPTModel {
+class GPTModel : public StageModel {
  public:
-  GPTModel(const train::ModelConfig& config, int64_t vocab_size, DType dtype, Device device,
+  // Rejects (ConfigError) a layer spec GPT does not implement: it builds LayerNorm, causal
+  // self-attention with learned absolute positions and a GeLU MLP.
+  GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dtype, Device device,
            std::vector<GPTChunkLayout> chunks = {GPTChunkLayout{}}, const parallel::TensorParallel& tp = {});
-  void initialize(uint64_t seed) { store_.initialize(seed); }
-  nn::ParameterStore& parameters() { return store_; }
-  const nn::ParameterStore& parameters() const { return store_; }
-  int64_t vocab_size() const { return vocab_size_; }
-  int64_t padded_vocab_size() const { return padded_vocab_; }
-  const train::ModelConfig& config() const { return config_; }
+  void initialize(uint64_t seed) override { store_.initialize(seed); }
+  nn::ParameterStore& parameters() override { return store_; }
+  const nn::ParameterStore& parameters() const override { return store_; }
+  int64_t vocab_size() const override { return vocab_size_; }
+  int64_t padded_vocab_size() const override { return padded_vocab_; }
+  const TransformerConfig& config() const { return config_; }
   const parallel::TensorParallel& tensor_parallel() const { return tp_; }
-  int num_chunks() const { return static_cast<int>(chunks_.size()); }
-  const GPTChunkLayout& chunk_layout(int chunk) const { return chunks_.at(chunk).layout; }
+  int num_chunks() const override { return static_cast<int>(chunks_.size()); }
+  const GPTChunkLayout& chunk_layout(int chunk) const override { return chunks_.at(chunk).layout; }
+
+  // StageModel: one hidden state [s*b, h] ([s*b/tp, h] under sequence parallelism) between stages.
+  std::vector<Shape> stage_shapes(int64_t seq, int64_t batch) const override;
+  std::unique_ptr<MicroBatchInputs> prepare_micro_batch(Arena& arena, const Tensor& tokens,
+                                                        const Tensor& loss_mask) const override;
+  std::unique_ptr<ChunkActivations> make_activations() const override;
+  StageTensors forward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& input,
+                             const nn::DropoutContext& dropout, ChunkActivations& acts) const override;
+  LossSum stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts) const override;
+  StageTensors backward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& doutput,
+                              double grad_scale, double token_count, const nn::DropoutContext& dropout,
+                              const ChunkActivations& acts,
+                              const std::function<void(int, int)>& grads_final = {}) const override;
 
   // Per-token losses, log-sum-exp and the loss mask: f32 on a GPU (the cross-entropy kernels
   // accumulate in f32), the parameter dtype on the CPU.
@@ -102,7 +107,7 @@ class GPTModel {
   };
   void require_single_chunk(const char* what) const;
 
-  train::ModelConfig config_;
+  TransformerConfig config_;
   parallel::TensorParallel tp_;
   int64_t vocab_size_, padded_vocab_;
   nn::ParameterStore store_;

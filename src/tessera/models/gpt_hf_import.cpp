@@ -6,7 +6,6 @@
 
 #include "tessera/ckpt/safetensors.h"
 #include "tessera/core/error.h"
-#include "tessera/train/config.h"
 
 namespace tessera::models {
 
@@ -35,10 +34,9 @@ HfGpt2Config read_hf_gpt2_config(const std::string& dir) {
   if (!j.value("tie_word_embeddings", true))
     TESSERA_CONFIG_FAIL(path.string(), ": untied GPT-2 output weights are not supported yet");
 
-  train::Config defaults = train::load_config("", {"data.mock_data=true", "data.vocab_size=1"});
   HfGpt2Config result;
   auto& m = result.model;
-  m = defaults.model;
+  m = TransformerConfig{};  // the config schema's defaults
   m.num_layers = need("n_layer").get<int64_t>();
   m.hidden_size = need("n_embd").get<int64_t>();
   m.num_attention_heads = need("n_head").get<int64_t>();

@@ -9,7 +9,7 @@
 namespace tessera::models {
 
 struct HfGpt2Config {
-  train::ModelConfig model;  // GPT-2 numerics; dropout from the file's resid/attn pdrop
+  TransformerConfig model;  // GPT-2 numerics; dropout from the file's resid/attn pdrop
   int64_t vocab_size = 0;
 };
 

@@ -6,7 +6,7 @@
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/embedding.h"
 #include "tessera/ops/half_compute.h"
-#include "tessera/parallel/tp_mappings.h"
+#include "tessera/tensor_parallel/tp_mappings.h"
 
 #ifdef TESSERA_HAVE_CUDA
 #include "tessera/ops/cuda/tp_ops_cuda.h"
@@ -63,10 +63,12 @@ GPTEmbedding::GPTEmbedding(ParameterStore& store, int64_t padded_vocab, int64_t 
   vocab_start_ = local_vocab_ * tp.rank;
   word_ = store.add("embedding.word_embeddings.weight", {local_vocab_, hidden}, Init::normal, init_std, true,
                     Sharding::split(0, padded_vocab, tp.size, tp.rank));
+  store.roles(word_).vocab_axis = 0;
   Sharding replicated;
   replicated.sequence_parallel = tp.sequence_parallel;  // each rank adds it to its own tokens only
   position_ = store.add("embedding.position_embeddings.weight", {max_positions, hidden}, Init::normal, init_std, true,
                         replicated);
+  store.roles(position_).position_embedding = true;
 }
 
 Tensor GPTEmbedding::forward(Arena& arena, const Tensor& ids, const Tensor& positions,

@@ -2,7 +2,7 @@
 
 #include "tessera/ops/half_compute.h"
 #include "tessera/ops/linear.h"
-#include "tessera/parallel/tp_mappings.h"
+#include "tessera/tensor_parallel/tp_mappings.h"
 
 #ifdef TESSERA_HAVE_CUDA
 #include "tessera/ops/cuda/tp_ops_cuda.h"

@@ -9,7 +9,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/nn/parameter_store.h"
-#include "tessera/parallel/tp_group.h"
+#include "tessera/tensor_parallel/tp_group.h"
 
 namespace tessera::nn {
 

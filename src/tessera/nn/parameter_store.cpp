@@ -51,6 +51,13 @@ int ParameterStore::add(std::string name, Shape shape, Init init, double init_st
   return static_cast<int>(params_.size()) - 1;
 }
 
+std::vector<int> ParameterStore::tied_embeddings() const {
+  std::vector<int> indices;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].roles.tied_embedding) indices.push_back(static_cast<int>(i));
+  return indices;
+}
+
 void ParameterStore::allocate(DType dtype, Device device) {
   TESSERA_CHECK(!allocated_, "ParameterStore::allocate() called twice");
   dtype_ = dtype;

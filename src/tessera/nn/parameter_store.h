@@ -27,6 +27,24 @@ struct Sharding {
   static Sharding split(int axis, int64_t global_size, int parts, int part);
 };
 
+// The data-parallel group that reduces a parameter's gradient: the data group (dense parameters)
+// or, for mixture-of-experts experts, the expert-data group (not built yet).
+enum class ReduceGroup { data, expert_data };
+
+// What a parameter is beyond its layer, set at registration (by the layer, or by the model for
+// tying), so that pipeline schedules, optimizers and checkpoint code never look at names.
+struct ParameterRoles {
+  // The input embedding tied to the output layer: the embedding itself on the first stage, its
+  // copy on the last (pipeline parallelism); gradients summed over the embedding group.
+  bool tied_embedding = false;
+  // Non-empty: this parameter is a copy of that one (the last stage's tied output layer): counted
+  // once in grad norms and FLOPs, loaded from it when a checkpoint does not hold the copy.
+  std::string copy_of;
+  bool position_embedding = false;  // a learned position table (not counted in the FLOPs)
+  int vocab_axis = -1;  // the axis of (padded) vocabulary rows: checkpoints resize it across paddings
+  ReduceGroup reduce_group = ReduceGroup::data;
+};
+
 struct Parameter {
   std::string name;   // "layers.0.self_attention.linear_qkv.weight"
   Shape shape;          // this rank's (local) shape
@@ -37,6 +55,7 @@ struct Parameter {
   Init init = Init::normal;
   double init_std = 0.02;
   bool weight_decay = true;  // false for biases and norm weights
+  ParameterRoles roles;
   size_t offset = 0;         // element offset in the value and gradient buffers
   Tensor value;
   Tensor grad;
@@ -56,6 +75,9 @@ class ParameterStore {
   const std::vector<Parameter>& parameters() const { return params_; }
   const Parameter& find(const std::string& name) const;  // throws naming the missing parameter
   int index_of(const std::string& name) const;           // -1 when absent
+  ParameterRoles& roles(int index) { return params_.at(index).roles; }  // set at registration
+  // The parameters with roles.tied_embedding on this rank (none, or one per stage holding it).
+  std::vector<int> tied_embeddings() const;
 
   Tensor all_values() const { return values_.as_tensor(dtype_, {numel_}); }
   Tensor all_grads() const { return grads_.as_tensor(grad_dtype_, {numel_}); }

@@ -31,9 +31,8 @@ bool is_tensor_parallel_parameter(const nn::Parameter& p, int tp_size) {
 
 std::vector<bool> grad_norm_counted_params(const nn::ParameterStore& store, int tp_size, int tp_rank) {
   std::vector<bool> counted;
-  const bool has_word_embedding = store.index_of("embedding.word_embeddings.weight") >= 0;
   for (const auto& p : store.parameters()) {
-    const bool shared_duplicate = p.name == "output_layer.weight" && !has_word_embedding;
+    const bool shared_duplicate = !p.roles.copy_of.empty();
     counted.push_back(!shared_duplicate && (tp_rank == 0 || is_tensor_parallel_parameter(p, tp_size)));
   }
   return counted;
@@ -235,28 +234,6 @@ DType model_param_dtype(const std::string& precision) {
   if (precision == "bf16") return DType::bf16;
   if (precision == "fp16") return DType::f16;
   TESSERA_CONFIG_FAIL("training.precision = \"", precision, "\" is not one of fp32 | bf16 | fp16");
-}
-
-std::unique_ptr<DistributedOptimizer> make_training_optimizer(const train::Config& config, nn::ParameterStore& store,
-                                                              parallel::ParallelContext& context) {
-  const bool mixed = config.training.precision != "fp32";
-  const bool distributed = config.parallel.use_distributed_optimizer;
-  if (!mixed && !distributed && context.dp_size() == 1 && context.tp_size() == 1 && context.pp_size() == 1)
-    return nullptr;
-  DistributedOptimizerOptions options;
-  options.shard_over_data_parallel = distributed;
-  options.dynamic_loss_scaling = config.training.precision == "fp16";
-  // On GPUs the buckets are reduced while the backward still runs: Megatron's default bucket size.
-  if (store.device().is_cuda() && context.dp_size() > 1)
-    options.bucket_size = std::max<int64_t>(40'000'000, int64_t{1'000'000} * context.dp_size());
-  // The tied word embedding is reduced over the embedding group too: bucket it alone when pp > 1.
-  if (context.pp_size() > 1)
-    for (const char* name : {"embedding.word_embeddings.weight", "output_layer.weight"})
-      if (store.index_of(name) >= 0) options.own_bucket.push_back(name);
-  std::vector<bool> weight_decay;
-  for (const auto& p : store.parameters()) weight_decay.push_back(default_weight_decay(p.name, p.shape));
-  return std::make_unique<DistributedOptimizer>(store, context, options, std::move(weight_decay),
-                                                grad_norm_counted_params(store, context.tp_size(), context.tp_rank()));
 }
 
 }  // namespace tessera::optim

@@ -13,9 +13,9 @@
 #include "tessera/nn/parameter_store.h"
 #include "tessera/ops/multi_tensor.h"
 #include "tessera/optim/grad_scaler.h"
-#include "tessera/parallel/data_parallel.h"
-#include "tessera/parallel/grad_buffer.h"
-#include "tessera/parallel/parallel_context.h"
+#include "tessera/distributed/data_parallel.h"
+#include "tessera/distributed/grad_buffer.h"
+#include "tessera/runtime/parallel_context.h"
 
 namespace tessera::optim {
 
@@ -107,7 +107,7 @@ class DistributedOptimizer {
 };
 
 // Which parameters' gradients this rank counts in the global norm (spec 7.7): not the shared
-// duplicate of a tied embedding (output_layer.weight on a last stage without the embedding), and
+// duplicate of a tied embedding (ParameterRoles::copy_of: the last stage's output layer), and
 // either tensor-parallel-partitioned or on TP rank 0 (a replicated parameter counts once).
 std::vector<bool> grad_norm_counted_params(const nn::ParameterStore& store, int tp_size, int tp_rank);
 // Whether a parameter is split over TP (ParameterStore metadata when present, else Megatron's GPT rule).
@@ -118,9 +118,4 @@ bool is_tensor_parallel_parameter(const nn::Parameter& p, int tp_size);
 namespace tessera::optim {
 // The model's parameter dtype for training.precision: fp32 -> f32, bf16 -> bf16, fp16 -> f16.
 DType model_param_dtype(const std::string& precision);
-// The trainer's optimizer when the run needs it (data parallelism, the distributed optimizer,
-// mixed precision, or a model-parallel layout whose grad norm spans ranks); nullptr when the plain
-// single-rank fp32 AdamWOptimizer path applies. Call after the model is initialised.
-std::unique_ptr<DistributedOptimizer> make_training_optimizer(const train::Config& config, nn::ParameterStore& store,
-                                                              parallel::ParallelContext& context);
 }  // namespace tessera::optim

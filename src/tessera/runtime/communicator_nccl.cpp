@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "tessera/ops/cuda/cuda_context.h"
-#include "tessera/runtime/cuda_check.h"
+#include "tessera/runtime/compute_stream.h"
+#include "tessera/core/cuda_check.h"
 #include "tessera/runtime/mpi_check.h"
 #include "tessera/runtime/nccl_communicator.h"
 
@@ -94,7 +94,7 @@ void NcclCommunicator::begin(const char* op) {
     TESSERA_FAIL(op, " on group '", name_, "' (nccl): the communicator was aborted after an earlier error");
   TESSERA_CUDA_CHECK(cudaSetDevice(device_.index));
   pending_op_ = op;
-  cudaStream_t compute = ops::cuda::CudaContext::get().stream();
+  cudaStream_t compute = compute_stream();
   TESSERA_CUDA_CHECK(cudaEventRecord(compute_ready_, compute));
   TESSERA_CUDA_CHECK(cudaStreamWaitEvent(stream_, compute_ready_, 0));
 }
@@ -102,7 +102,7 @@ void NcclCommunicator::begin(const char* op) {
 void NcclCommunicator::finish(const char* op) {
   if (compute_waits_) {
     TESSERA_CUDA_CHECK(cudaEventRecord(comm_done_, stream_));
-    TESSERA_CUDA_CHECK(cudaStreamWaitEvent(ops::cuda::CudaContext::get().stream(), comm_done_, 0));
+    TESSERA_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), comm_done_, 0));
   }
   if (options_.blocking) wait(op);
 }

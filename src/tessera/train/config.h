@@ -6,31 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "tessera/models/transformer_config.h"
+#include "tessera/runtime/parallel_config.h"
 #include "tessera/train/config_schema.h"
 
 namespace tessera::train {
 
-struct ModelConfig {
-  std::string architecture;
-  int64_t num_layers, hidden_size, num_attention_heads, num_query_groups, ffn_hidden_size;
-  int64_t seq_length, max_position_embeddings;
-  std::string position_embedding_type, normalization, activation;
-  bool untie_embeddings_and_output_weights;
-  int64_t make_vocab_size_divisible_by;
-  double hidden_dropout, attention_dropout, layernorm_epsilon, init_method_std;
-  int64_t num_experts, moe_router_topk;
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
-};
-
-struct ParallelConfig {
-  int64_t tensor_model_parallel_size, pipeline_model_parallel_size, num_layers_per_virtual_pipeline_stage;
-  std::string pipeline_layer_split;  // "" or comma-separated layers per stage
-  bool sequence_parallel;
-  int64_t expert_model_parallel_size;
-  bool use_distributed_optimizer;
-  std::string recompute_granularity, recompute_method;
-  int64_t recompute_num_layers;
-};
+using ModelConfig = models::TransformerConfig;  // [model]: the transformer's shape and layer spec
+using ParallelConfig = tessera::ParallelConfig;
 
 struct TrainingConfig {
   int64_t micro_batch_size, global_batch_size, train_iters;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "tessera/models/model_registry.h"
+
 namespace tessera::train {
 
 namespace {
@@ -11,12 +13,20 @@ using S = std::string;
 constexpr std::string_view kMoe = "mixture of experts";
 constexpr std::string_view kRecompute = "activation recomputation";
 constexpr std::string_view kArch = "BERT, T5 and Llama-style model variants";
+
+// model.architecture accepts the families of the model registry (models/model_registry.cpp).
+std::vector<ConfigValue> registered_architectures() {
+  std::vector<ConfigValue> values;
+  for (const auto& name : models::registered_architectures()) values.push_back(name);
+  return values;
+}
 }  // namespace
 
 const std::vector<KeySpec>& config_schema() {
   static const std::vector<KeySpec> schema = {
       // [model]
-      {"model", "architecture", VT::string, S("gpt"), "gpt | bert | t5", kArch, {S("gpt")}},
+      {"model", "architecture", VT::string, S("gpt"), "gpt | bert | t5 (the model registry's families)", kArch,
+       registered_architectures()},
       {"model", "num_layers", VT::integer, int64_t{12}, "transformer layers"},
       {"model", "hidden_size", VT::integer, int64_t{768}, "hidden size h"},
       {"model", "num_attention_heads", VT::integer, int64_t{12}, "attention heads"},

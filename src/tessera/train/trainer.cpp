@@ -6,16 +6,17 @@
 #include <sstream>
 
 #include "tessera/core/logging.h"
+#include "tessera/distributed/data_parallel.h"
+#include "tessera/distributed/tp_grads.h"
+#include "tessera/models/model_registry.h"
 #include "tessera/models/vocab.h"
 #include "tessera/optim/grad_clip.h"
-#include "tessera/optim/param_groups.h"
-#include "tessera/parallel/data_parallel.h"
-#include "tessera/parallel/forward_backward.h"
-#include "tessera/parallel/pipeline_layout.h"
-#include "tessera/parallel/pipeline_training.h"
-#include "tessera/parallel/tp_grads.h"
-#include "tessera/parallel/tp_report.h"
+#include "tessera/pipeline/forward_backward.h"
+#include "tessera/pipeline/pipeline_layout.h"
+#include "tessera/pipeline/pipeline_training.h"
 #include "tessera/runtime/runtime.h"
+#include "tessera/train/tp_report.h"
+#include "tessera/train/training_optimizer.h"
 
 namespace tessera::train {
 
@@ -24,75 +25,12 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-ckpt::TrainerOptimizer checkpointed(optim::AdamWOptimizer* adamw, optim::DistributedOptimizer* distributed,
-                                    const Config& config, const parallel::ParallelContext& context) {
-  return {adamw, distributed, distributed && config.parallel.use_distributed_optimizer && context.dp_size() > 1};
-}
 }  // namespace
 
 Trainer::Trainer(const Config& config, Device device)
-    : config_(config), device_(device), arena_(size_t(256) << 20, device) {
-  const auto& t = config_.training;
-  Runtime& runtime = Runtime::init(nullptr, nullptr);
-  validate_for_world(config_, runtime.world_size());
-  context_ = std::make_unique<parallel::ParallelContext>(config_.parallel, runtime.world_size(), runtime.world_rank(),
-                                                         device_);
-  num_micro_batches_ = t.global_batch_size / (t.micro_batch_size * context_->dp_size());
-  data_ = build_training_data(config_);
-
-  model_ = std::make_unique<models::GPTModel>(config_.model, data_.vocab_size,
-                                                optim::model_param_dtype(t.precision), device_,
-                                                parallel::pipeline_chunk_layouts(config_, context_->pp_size(),
-                                                                                 context_->pp_rank()),
-                                                parallel::tensor_parallel_view(*context_, &config_));
-  model_->initialize(static_cast<uint64_t>(t.seed));  // bf16 / fp16: the fp32 initialisation rounded once
-  parallel::setup_pipeline_training(*model_, *context_, num_micro_batches_);
-
-  distributed_optimizer_ = optim::make_training_optimizer(config_, model_->parameters(), *context_);
-  std::vector<optim::ParamEntry> entries;
-  for (const auto& p : model_->parameters().parameters())
-    entries.push_back({p.name, p.value, p.grad, optim::default_weight_decay(p.name, p.shape)});
-  if (!distributed_optimizer_) optimizer_ = std::make_unique<optim::AdamWOptimizer>(std::move(entries));
-
-  const auto& o = config_.optimizer;
-  optim::LrScheduleConfig lr;
-  lr.style = o.lr_decay_style;
-  lr.lr = o.lr;
-  lr.min_lr = o.min_lr;
-  lr.warmup_iters = o.lr_warmup_iters;
-  lr.decay_iters = o.lr_decay_iters;
-  lr.wsd_decay_iters = o.lr_wsd_decay_iters;
-  lr.wsd_decay_style = o.lr_wsd_decay_style;
-  schedule_ = std::make_unique<optim::LrSchedule>(lr);
-
-  int64_t s = config_.model.seq_length;
-  // FLOPs per token: 6N + 12 L h s (N = parameters excluding position embeddings; the tied word
-  // embedding counts once, as the output layer's GEMM).
-  const auto& m = config_.model;
-  double n = static_cast<double>(parallel::pipeline_flops_parameter_count(model_->parameters(), *context_));
-  double per_token = 6.0 * n + 12.0 * m.num_layers * m.hidden_size * static_cast<double>(s);
-  flops_per_iteration_ = per_token * static_cast<double>(t.global_batch_size * s);
-  log_start();
-  checkpoints_ = std::make_unique<ckpt::TrainingCheckpoints>(config_, *context_);
-  resume_ = checkpoints_->load(*model_, checkpointed(optimizer_.get(), distributed_optimizer_.get(), config_, *context_));
+    : setup_(build_training_setup(config, device)), arena_(size_t(256) << 20, device) {
   consumed_samples_ = resume_.consumed_samples;
   eval_consumed_samples_ = resume_.eval_consumed_samples;
-  config_.training.seed = resume_.seed;  // dropout streams follow the checkpoint's seed unless no_load_rng
-}
-
-void Trainer::log_start() const {
-  const auto& p = config_.parallel;
-  log::info("------------------------ arguments ------------------------");
-  log::info(config_.to_toml());
-  log::info("-------------------- end of arguments ---------------------");
-  log::info("using world size: ", context_->grid().world_size(), ", data-parallel size: ", context_->dp_size(),
-            ", tensor-model-parallel size: ", p.tensor_model_parallel_size,
-            ", pipeline-model-parallel size: ", p.pipeline_model_parallel_size, ", device: ", device_.name());
-  log::info("data: ", data_.description);
-  models::log_padded_vocab(data_.vocab_size, model_->padded_vocab_size());
-  parallel::log_parameters_per_model_parallel_rank(*context_, model_->parameters());
-  log::info(" > FLOPs per iteration: ", flops_per_iteration_, " (convention: 6N + 12*L*h*s per token, ",
-            "N = parameters without position embeddings)");
 }
 
 void Trainer::load_samples(const data::SampleSource& source, int64_t first_index, const Tensor& tokens,
@@ -116,6 +54,7 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
   args.num_micro_batches = num_micro_batches_;
   args.micro_batch_size = b;
   args.seq_length = config_.model.seq_length;
+  args.pipeline_state = &pipeline_;
   // Megatron's sampler: the step's global batch is consumed_samples + [0, gbs); DP rank r reads the
   // r-th micro_batch_size slice of each chunk of micro_batch_size * dp samples.
   int64_t step_start = consumed_samples_, dp = context_->dp_size(), dp_rank = context_->dp_rank();
@@ -135,9 +74,9 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
   args.grad_scale = loss_scale_ / static_cast<double>(num_micro_batches_);
   parallel::ForwardBackwardResult losses = parallel::forward_backward(args, arena_);
   // Sequence parallelism: LayerNorm / row-parallel bias / position grads are partial over TP.
-  parallel::all_reduce_sequence_parallel_grads(model_->parameters(), model_->tensor_parallel());
+  parallel::all_reduce_sequence_parallel_grads(model_->parameters(), tp_);
   // Pipeline: tied-embedding grads summed over first and last stage; the loss comes from the last.
-  parallel::all_reduce_tied_embedding_grads(*model_, *context_);
+  parallel::all_reduce_tied_embedding_grads(model_->parameters(), *context_);
   if (context_->pp_size() > 1 && consumed_samples_ == resume_.consumed_samples)
     parallel::log_pipeline_activation_memory(*context_, losses, num_micro_batches_);
   losses.loss_mean_sum = parallel::value_from_last_stage(*context_, losses.loss_mean_sum);
@@ -174,6 +113,7 @@ double Trainer::evaluate() {
   args.num_micro_batches = num_micro_batches_;
   args.micro_batch_size = b;
   args.seq_length = config_.model.seq_length;
+  args.pipeline_state = &pipeline_;
   args.forward_only = true;
   args.dropout = [](int64_t) { return nn::DropoutContext{}; };
   double loss_total = 0;
@@ -194,7 +134,7 @@ double Trainer::evaluate() {
   return parallel::average_over_data_parallel(context_->data(), loss_total / static_cast<double>(batches));
 }
 
-TrainingSummary Trainer::train() {
+TrainingSummary Trainer::train(const TrainingHooks& hooks) {
   const auto& t = config_.training;
   TrainingSummary summary;
   summary.last_eval_loss = std::numeric_limits<double>::quiet_NaN();
@@ -215,9 +155,10 @@ TrainingSummary Trainer::train() {
     log::info(format_eval_line(iteration, eval_loss));
     log::info(std::string(80, '-'));
     metrics.write_eval(iteration, eval_loss);
+    if (hooks.on_eval) hooks.on_eval(iteration, eval_loss);
   };
 
-  const ckpt::TrainerOptimizer optimizer = checkpointed(optimizer_.get(), distributed_optimizer_.get(), config_, *context_);
+  const ckpt::TrainerOptimizer optimizer = setup_->checkpointed_optimizer();
   auto progress_at = [&](int64_t iteration) {
     return ckpt::TrainingProgress{iteration, consumed_samples_, eval_consumed_samples_, skipped_total, nan_total,
                                   config_.training.seed};
@@ -240,29 +181,35 @@ TrainingSummary Trainer::train() {
     summary.lm_loss.push_back(loss);
     summary.grad_norm.push_back(grad_norm);
 
+    IterationMetrics m;
+    m.iteration = iteration;
+    m.train_iters = t.train_iters;
+    m.consumed_samples = consumed_samples_;
+    m.global_batch_size = t.global_batch_size;
+    m.elapsed_ms = seconds * 1e3;
+    m.learning_rate = schedule_->lr(iteration - 1);
+    m.lm_loss = loss;
+    m.grad_norm = grad_norm;
+    m.loss_scale = loss_scale_;
+    m.tokens_per_second = static_cast<double>(t.global_batch_size * config_.model.seq_length) / seconds;
+    m.tflops_per_device = flops_per_iteration_ / context_->grid().world_size() / seconds / 1e12;
+    if (peak > 0) m.mfu = m.tflops_per_device / peak;
+    m.skipped_iterations = skipped_total;
+    m.nan_iterations = nan_total;
     if (iteration % config_.logging.log_interval == 0 || iteration == t.train_iters) {
-      IterationMetrics m;
-      m.iteration = iteration;
-      m.train_iters = t.train_iters;
-      m.consumed_samples = consumed_samples_;
-      m.global_batch_size = t.global_batch_size;
-      m.elapsed_ms = seconds * 1e3;
-      m.learning_rate = schedule_->lr(iteration - 1);
-      m.lm_loss = loss;
-      m.grad_norm = grad_norm;
-      m.loss_scale = loss_scale_;
-      m.tokens_per_second = static_cast<double>(t.global_batch_size * config_.model.seq_length) / seconds;
-      m.tflops_per_device = flops_per_iteration_ / context_->grid().world_size() / seconds / 1e12;
-      if (peak > 0) m.mfu = m.tflops_per_device / peak;
-      m.skipped_iterations = skipped_total;
-      m.nan_iterations = nan_total;
       progress.clear();
       log::info(format_log_line(m));
       metrics.write_iteration(m);
     }
+    if (hooks.on_iteration) hooks.on_iteration(m);
     progress.update(iteration, seconds);
     if (t.eval_interval > 0 && iteration % t.eval_interval == 0) run_eval(iteration);
     last_iteration = iteration;
+    if (hooks.should_stop && hooks.should_stop(iteration)) {  // ends like the last iteration (save)
+      checkpoints_->at_end(progress_at(iteration), *model_, optimizer);
+      stopped = true;
+      break;
+    }
     if (checkpoints_->after_iteration(progress_at(iteration), *model_, optimizer)) {
       stopped = true;
       break;

@@ -1,19 +1,16 @@
-// The training loop of tessera-train: builds data, model and optimizer from the Config, then runs
-// train_iters steps (micro-batch gradient accumulation, global-norm clipping, AdamW with the LR
+// The training loop of tessera-train: on the run's TrainingSetup (training_setup.h: data, model,
+// optimizer, built once), runs train_iters steps (micro-batch gradient accumulation, global-norm clipping, AdamW with the LR
 // schedule), logs Megatron-style lines and metrics rows, and evaluates on the validation split.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
-#include "tessera/ckpt/training_checkpoints.h"
-#include "tessera/models/gpt.h"
-#include "tessera/optim/adamw_optimizer.h"
-#include "tessera/optim/distributed_optimizer.h"
-#include "tessera/optim/lr_schedule.h"
-#include "tessera/parallel/parallel_context.h"
+#include "tessera/models/stage_model.h"
+#include "tessera/pipeline/pipeline_executor.h"
 #include "tessera/train/config.h"
 #include "tessera/train/metrics.h"
-#include "tessera/train/training_data.h"
+#include "tessera/train/training_setup.h"
 
 namespace tessera::train {
 
@@ -33,37 +30,51 @@ struct TrainingSummary {
   size_t peak_device_bytes = 0;      // device memory held at once (0 on the CPU)
 };
 
+// Hooks a caller adds to the loop (after the built-in logging, evaluation and checkpointing).
+struct TrainingHooks {
+  std::function<void(const IterationMetrics&)> on_iteration;  // every iteration, after its step
+  std::function<void(int64_t iteration, double eval_loss)> on_eval;
+  // After each iteration's step and logging; true stops training there (saving when
+  // checkpoint.save is set, as at the end; no final evaluation).
+  std::function<bool(int64_t iteration)> should_stop;
+};
+
 class Trainer {
  public:
+  // build_training_setup(config, device), then the loop's state.
   Trainer(const Config& config, Device device);
-  TrainingSummary train();
-  models::GPTModel& model() { return *model_; }
+  TrainingSummary train(const TrainingHooks& hooks = {});
+  models::StageModel& model() { return *model_; }
+  const TrainingSetup& setup() const { return *setup_; }
 
  private:
   double train_step(int64_t iteration, double& grad_norm, bool& skipped);
   double evaluate();
   void load_samples(const data::SampleSource& source, int64_t first_index, const Tensor& tokens,
                     const Tensor& loss_mask) const;
-  void log_start() const;
 
-  Config config_;
-  Device device_;
-  std::unique_ptr<parallel::ParallelContext> context_;
-  TrainingData data_;
-  std::unique_ptr<models::GPTModel> model_;
-  std::unique_ptr<optim::AdamWOptimizer> optimizer_;
-  // DP / distributed optimizer / mixed precision / model-parallel grad norm (replaces optimizer_).
-  std::unique_ptr<optim::DistributedOptimizer> distributed_optimizer_;
-  double loss_scale_ = 1;  // the scale the last step's loss gradients carried (fp16)
-  std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<TrainingSetup> setup_;
+  // Short names for the setup's members the loop uses.
+  Config& config_ = setup_->config;
+  const Device device_ = setup_->device;
+  std::unique_ptr<parallel::ParallelContext>& context_ = setup_->context;
+  TrainingData& data_ = setup_->data;
+  const parallel::TensorParallel& tp_ = setup_->tp;
+  std::unique_ptr<models::StageModel>& model_ = setup_->model;
+  std::unique_ptr<optim::AdamWOptimizer>& optimizer_ = setup_->adamw;
+  std::unique_ptr<optim::DistributedOptimizer>& distributed_optimizer_ = setup_->distributed_optimizer;
+  std::unique_ptr<optim::LrSchedule>& schedule_ = setup_->schedule;
+  const int64_t num_micro_batches_ = setup_->num_micro_batches;
+  const double flops_per_iteration_ = setup_->flops_per_iteration;
+  std::unique_ptr<ckpt::TrainingCheckpoints>& checkpoints_ = setup_->checkpoints;
+  const ckpt::TrainingProgress& resume_ = setup_->resume;
+
+  // The loop's state.
   Arena arena_;
-  int64_t num_micro_batches_ = 1;
+  parallel::PipelineState pipeline_;  // pipeline activation arenas and verified schedules, across steps
+  double loss_scale_ = 1;  // the scale the last step's loss gradients carried (fp16)
   int64_t consumed_samples_ = 0;
   int64_t eval_consumed_samples_ = 0;
-  double flops_per_iteration_ = 0;
-  // Checkpoint load/save/exit (ckpt/training_checkpoints.h) and where training resumes.
-  std::unique_ptr<ckpt::TrainingCheckpoints> checkpoints_;
-  ckpt::TrainingProgress resume_;
 };
 
 }  // namespace tessera::train

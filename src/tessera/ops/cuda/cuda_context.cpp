@@ -3,7 +3,8 @@
 
 #include <cstdio>
 
-#include "tessera/runtime/cuda_check.h"
+#include "tessera/core/cuda_check.h"
+#include "tessera/runtime/compute_stream.h"
 
 namespace tessera::ops::cuda {
 
@@ -14,7 +15,7 @@ CudaContext& CudaContext::get() {
 
 CudaContext::CudaContext() {
   TESSERA_CUDA_CHECK(cudaGetDevice(&device_));
-  TESSERA_CUDA_CHECK(cudaStreamCreate(&stream_));  // blocking: ordered with the legacy default stream
+  stream_ = compute_stream();  // runtime owns it (blocking: ordered with the legacy default stream)
   TESSERA_CUBLAS_CHECK(cublasLtCreate(&lt_));
   TESSERA_CUDA_CHECK(cudaMalloc(&workspace_, workspace_bytes_));
   TESSERA_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_scalar_), sizeof(double)));
@@ -29,7 +30,6 @@ CudaContext::~CudaContext() {
   (void)cudaFree(device_scalar_);
   (void)cudaFreeHost(host_scalar_);
   if (lt_) (void)cublasLtDestroy(lt_);
-  (void)cudaStreamDestroy(stream_);
 }
 
 void* CudaContext::scratch(ScratchSlot slot, size_t bytes) {

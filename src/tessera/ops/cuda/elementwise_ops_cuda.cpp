@@ -9,7 +9,7 @@
 #include "tessera/ops/cuda/cuda_op_checks.h"
 #include "tessera/ops/cuda/ops_cuda.h"
 #include "tessera/ops/op_checks.h"
-#include "tessera/runtime/cuda_check.h"
+#include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda {
 

@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "tessera/ops/cuda/cuda_context.h"
-#include "tessera/runtime/cuda_check.h"
+#include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda {
 

@@ -9,7 +9,7 @@
 #include "kernels/multi_tensor.h"
 #include "tessera/ops/cuda/cuda_context.h"
 #include "tessera/ops/cuda/cuda_op_checks.h"
-#include "tessera/runtime/cuda_check.h"
+#include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda {
 

@@ -2,7 +2,7 @@
 
 #include "kernels/kernels.h"
 #include "tessera/ops/cuda/cuda_context.h"
-#include "tessera/runtime/cuda_check.h"
+#include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda {
 

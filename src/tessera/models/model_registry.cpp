@@ -1,0 +1,63 @@
+#include "tessera/models/model_registry.h"
+
+#include <sstream>
+
+#include "tessera/core/error.h"
+#include "tessera/models/gpt.h"
+
+namespace tessera::models {
+
+namespace {
+std::unique_ptr<StageModel> build_gpt(const ModelBuildArgs& a) {
+  check_tensor_parallel_split(*a.config, a.tp, a.pipeline_size);
+  return std::make_unique<GPTModel>(*a.config, a.vocab_size, a.dtype, a.device, a.chunks, a.tp);
+}
+
+const std::vector<ModelFamily>& families() {
+  static const std::vector<ModelFamily> table = {
+      {"gpt", build_gpt},
+  };
+  return table;
+}
+
+void check_divisible(int64_t value, const char* key, int64_t tp) {
+  if (value % tp != 0)
+    TESSERA_CONFIG_FAIL(key, " = ", value, " is not divisible by parallel.tensor_model_parallel_size = ", tp,
+                        "; choose a tensor-parallel size that divides it");
+}
+}  // namespace
+
+std::vector<std::string> registered_architectures() {
+  std::vector<std::string> names;
+  for (const auto& f : families()) names.push_back(f.architecture);
+  return names;
+}
+
+const ModelFamily& model_family(const std::string& architecture) {
+  for (const auto& f : families())
+    if (f.architecture == architecture) return f;
+  std::ostringstream known;
+  for (const auto& name : registered_architectures()) known << (known.tellp() > 0 ? ", " : "") << name;
+  TESSERA_CONFIG_FAIL("model.architecture = '", architecture, "' has no model family; registered: ", known.str());
+}
+
+void check_tensor_parallel_split(const TransformerConfig& m, const parallel::TensorParallel& tp, int pipeline_size) {
+  check_divisible(m.num_attention_heads, "model.num_attention_heads", tp.size);
+  check_divisible(m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads, "model.num_query_groups",
+                  tp.size);
+  check_divisible(m.ffn_hidden_size > 0 ? m.ffn_hidden_size : 4 * m.hidden_size, "model.ffn_hidden_size", tp.size);
+  if (tp.sequence_parallel) {
+    check_divisible(m.seq_length, "model.seq_length (with parallel.sequence_parallel)", tp.size);
+    if (pipeline_size > 1)
+      TESSERA_CONFIG_FAIL("parallel.sequence_parallel = true with parallel.pipeline_model_parallel_size = ",
+                          pipeline_size, " is not supported yet (pipeline messages would carry seq_length / TP "
+                          "tokens); set sequence_parallel = false or pipeline_model_parallel_size = 1");
+  }
+}
+
+double flops_per_token(const TransformerConfig& m, int64_t counted_parameters) {
+  return 6.0 * static_cast<double>(counted_parameters) +
+         12.0 * static_cast<double>(m.num_layers) * static_cast<double>(m.hidden_size) * static_cast<double>(m.seq_length);
+}
+
+}  // namespace tessera::models

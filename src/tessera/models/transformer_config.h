@@ -1,0 +1,58 @@
+// TransformerConfig: the shape of a transformer model (the [model] section of a run's config),
+// shared by every model family, and the layer spec it selects (which norm, attention and MLP a
+// layer is built from), as Megatron-Core's TransformerConfig + ModuleSpec.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace tessera::models {
+
+// Defaults are the config schema's (train/config_schema.cpp; a unit test keeps them equal).
+struct TransformerConfig {
+  std::string architecture = "gpt";  // the model registry's key (model_registry.h)
+  int64_t num_layers = 12, hidden_size = 768, num_attention_heads = 12, num_query_groups = 0, ffn_hidden_size = 0;
+  int64_t seq_length = 1024, max_position_embeddings = 1024;
+  std::string position_embedding_type = "learned_absolute", normalization = "layernorm", activation = "gelu";
+  bool untie_embeddings_and_output_weights = false;
+  int64_t make_vocab_size_divisible_by = 128;
+  double hidden_dropout = 0.1, attention_dropout = 0.1, layernorm_epsilon = 1e-5, init_method_std = 0.02;
+  int64_t num_experts = 0, moe_router_topk = 2;
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+};
+
+// What a transformer layer is built from. Every value has a name (the config's spelling); the
+// families implement the combinations they support and reject the others with "not supported yet".
+enum class Norm { layernorm, rmsnorm };
+enum class AttentionMask { causal, bidirectional };
+enum class AttentionInput { self, cross };  // cross: keys/values from the encoder's output
+enum class PositionEmbedding { learned_absolute, rope, alibi, relative };
+enum class Mlp { gelu, swiglu, moe };
+
+struct AttentionSpec {
+  AttentionMask mask = AttentionMask::causal;
+  AttentionInput input = AttentionInput::self;
+  PositionEmbedding position = PositionEmbedding::learned_absolute;
+};
+
+struct LayerSpec {
+  Norm norm = Norm::layernorm;
+  AttentionSpec self_attention;
+  bool has_cross_attention = false;  // decoder layers of an encoder-decoder model
+  AttentionSpec cross_attention{AttentionMask::bidirectional, AttentionInput::cross};
+  Mlp mlp = Mlp::gelu;
+};
+
+// Parses the config's names (ConfigError naming model.<key> and the allowed values otherwise).
+Norm parse_norm(const std::string& name);
+PositionEmbedding parse_position_embedding(const std::string& name);
+Mlp parse_mlp(const std::string& activation, int64_t num_experts);
+const char* name(Norm v);
+const char* name(AttentionMask v);
+const char* name(PositionEmbedding v);
+const char* name(Mlp v);
+
+// The layer spec the config asks for (a decoder layer: causal self-attention). A family checks it
+// with its own supported set.
+LayerSpec decoder_layer_spec(const TransformerConfig& config);
+
+}  // namespace tessera::models
