@@ -32,6 +32,7 @@ ckpt::TrainerOptimizer checkpointed(optim::AdamWOptimizer* adamw, optim::Distrib
 
 Trainer::Trainer(const Config& config, Device device)
     : config_(config), device_(device), arena_(size_t(256) << 20, device) {
+  resolve_default_precision(config_, device_.is_cuda());
   const auto& t = config_.training;
   Runtime& runtime = Runtime::init(nullptr, nullptr);
   validate_for_world(config_, runtime.world_size());
@@ -198,7 +199,7 @@ TrainingSummary Trainer::train() {
   const auto& t = config_.training;
   TrainingSummary summary;
   summary.last_eval_loss = std::numeric_limits<double>::quiet_NaN();
-  MetricsWriter metrics(config_.logging.metrics_file);
+  MetricsWriter metrics(config_.logging.metrics_file, config_.logging.tensorboard_dir);
   ProgressBar progress(t.train_iters);
   double peak = config_.training.peak_tflops_per_device;
   if (peak == 0 && device_.is_cuda()) peak = 989.0;
@@ -256,6 +257,7 @@ TrainingSummary Trainer::train() {
       if (peak > 0) m.mfu = m.tflops_per_device / peak;
       m.skipped_iterations = skipped_total;
       m.nan_iterations = nan_total;
+      m.peak_memory_bytes = static_cast<int64_t>(device_.is_cuda() ? device_peak_allocated_bytes() : arena_.peak_bytes());
       progress.clear();
       log::info(format_log_line(m));
       metrics.write_iteration(m);
