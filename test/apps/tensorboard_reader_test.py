@@ -16,12 +16,13 @@ import struct
 import subprocess
 import sys
 
-BIN, MPIEXEC, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+BIN, MPIEXEC, WORK = os.path.abspath(sys.argv[1]), sys.argv[2], os.path.abspath(sys.argv[3])
 failures = []
 
 
 def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    """what: the claim, then "|| " and the output that only a failure shows."""
+    print(("ok   " + what.split("|| ")[0]) if ok else ("FAIL " + what), flush=True)
     if not ok:
         failures.append(what)
 
@@ -142,7 +143,7 @@ for ranks in [1, 2]:
     args = [MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", str(ranks), os.path.join(BIN, "tessera-train")]
     p = subprocess.run(args + common + ["--set", "logging.tensorboard_dir=" + tb, "--set", "logging.metrics_file=" + metrics],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-    check(p.returncode == 0, name + ": tessera-train exits 0: " + p.stdout[-300:])
+    check(p.returncode == 0, name + ": tessera-train exits 0|| " + p.stdout[-300:])
     files = glob.glob(os.path.join(tb, "events.out.tfevents.*"))
     check(len(files) == 1, name + ": one event file (the output rank's): %s" % files)
     if len(files) != 1:

@@ -16,14 +16,15 @@ import subprocess
 import sys
 import time
 
-BIN, MPIEXEC, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+BIN, MPIEXEC, WORK = os.path.abspath(sys.argv[1]), sys.argv[2], os.path.abspath(sys.argv[3])
 CONFIG = os.path.join(BIN, "tessera-config")
 TRAIN = os.path.join(BIN, "tessera-train")
 failures = []
 
 
 def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    """what: the claim, then "|| " and the output that only a failure shows."""
+    print(("ok   " + what.split("|| ")[0]) if ok else ("FAIL " + what), flush=True)
     if not ok:
         failures.append(what)
 
@@ -34,7 +35,10 @@ class Pty:
     def __init__(self, args):
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
-            os.execv(args[0], args)
+            try:
+                os.execv(args[0], args)
+            finally:
+                os._exit(127)
         self.buffer = ""
         self.seen = 0  # everything before this offset was matched already
 
@@ -108,6 +112,7 @@ t.answer(r"Sequence parallelism", "yes")
 t.answer(r"Pipeline-parallel size \(PP\)", "4")
 t.expect(r"world size 4 is not divisible by TP x PP = 2 x 4 \(world size = TP x PP x DP\); please answer again")
 t.answer(r"Pipeline-parallel size \(PP\)", "2")
+t.expect(r"note: parallel.sequence_parallel = true with parallel.pipeline_model_parallel_size = 2 is not supported yet")
 t.answer(r"Micro-batch size", "1")
 t.answer(r"Micro-batches per step", "2")
 t.answer(r"Activation recomputation \(none \| selective\* \| full\*", "selective")
@@ -130,16 +135,24 @@ for line in ["tensor_model_parallel_size = 2", "sequence_parallel = true", "pipe
              "vocab_size = 512", 'save = "%s"' % ckpt]:
     check(re.search(r"^" + re.escape(line) + r"\s", text, re.M) is not None, "guide.toml has " + line)
 check("NOT SUPPORTED YET" in text, "guide.toml marks the unsupported recompute value")
+# What tessera-train does with it today: selective recompute and SP with PP are "not supported yet"
+# (exit 2, named); with those two set back, the same file trains on 4 CPU ranks.
 rc, out = run([TRAIN, "--config", guide, "--print-config"])
 check(rc == 2 and "parallel.recompute_granularity" in out and "not supported yet" in out,
-      "tessera-train rejects selective recompute as not supported yet (exit 2): " + out.strip()[-200:])
-rc, out = run([TRAIN, "--config", guide, "--print-config", "--set", "parallel.recompute_granularity=none"])
-check(rc == 0, "tessera-train accepts guide.toml with recompute none: " + out.strip()[-300:])
+      "tessera-train rejects selective recompute as not supported yet (exit 2)|| " + out.strip()[-200:])
 rc, out = run([MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", TRAIN, "--config", guide,
                "--set", "parallel.recompute_granularity=none", "--set", "training.device=cpu",
-               "--set", "training.train_iters=1", "--set", "training.eval_interval=0",
+               "--set", "training.train_iters=1"])
+check(rc == 2 and "parallel.sequence_parallel = true with parallel.pipeline_model_parallel_size = 2 is not supported yet"
+      in out, "tessera-train rejects SP with PP as not supported yet (exit 2)|| " + out.strip()[-300:])
+rc, out = run([TRAIN, "--config", guide, "--print-config", "--set", "parallel.recompute_granularity=none"])
+check(rc == 0, "tessera-train accepts guide.toml with recompute none|| " + out.strip()[-300:])
+rc, out = run([MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", TRAIN, "--config", guide,
+               "--set", "parallel.recompute_granularity=none", "--set", "parallel.sequence_parallel=false",
+               "--set", "training.device=cpu",
+               "--set", "training.train_iters=1", "--set", "training.eval_interval=0", "--set", "optimizer.lr_warmup_iters=0",
                "--set", "checkpoint.save=" + ckpt])
-check(rc == 0 and "iteration 1/1" in out, "mpirun -np 4 trains guide.toml (TP2 SP PP2 distopt bf16) 1 iteration: "
+check(rc == 0 and "iteration 1/1" in out, "mpirun -np 4 trains guide.toml (TP2 PP2 distopt bf16) 1 iteration|| "
       + out.strip()[-400:])
 
 # The non-interactive form gives the same file.
@@ -153,7 +166,7 @@ args = [CONFIG, "--defaults", "--output", same, "--gpus-per-node", "4"]
 for s in sets:
     args += ["--set", s]
 rc, out = run(args)
-check(rc == 0 and "sbatch -N 1 --ntasks-per-node=4 --gpus-per-node=4" in out, "--defaults exits 0: " + out[-300:])
+check(rc == 0 and "sbatch -N 1 --ntasks-per-node=4 --gpus-per-node=4" in out, "--defaults exits 0|| " + out[-300:])
 check(os.path.exists(same) and read(same) == text, "--defaults --set writes the same bytes as the questionnaire")
 
 # --- 2. a CPU-only run, every value supported; a wrong type, a missing dataset asked again.
@@ -189,8 +202,9 @@ for line in ['device = "cpu"', "pipeline_model_parallel_size = 2", "global_batch
     check(re.search(r"^" + re.escape(line) + r"\s", cpu_text, re.M) is not None, "cpu.toml has " + line)
 check("NOT SUPPORTED YET" not in cpu_text, "cpu.toml has only supported values")
 rc, out = run([MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "2", TRAIN, "--config", cpu,
-               "--set", "training.train_iters=2", "--set", "training.eval_interval=0"])
-check(rc == 0 and "iteration 2/2" in out, "mpirun -np 2 trains cpu.toml 2 iterations: " + out.strip()[-300:])
+               "--set", "training.train_iters=2", "--set", "training.eval_interval=0",
+               "--set", "optimizer.lr_warmup_iters=0"])
+check(rc == 0 and "iteration 2/2" in out, "mpirun -np 2 trains cpu.toml 2 iterations|| " + out.strip()[-300:])
 rc, _ = run([CONFIG, "--defaults", "--output", os.path.join(WORK, "cpu-defaults.toml"), "--gpus-per-node", "0",
              "--cpu-ranks-per-node", "2", "--set", "model.num_layers=2", "--set", "model.hidden_size=64",
              "--set", "model.num_attention_heads=4", "--set", "model.seq_length=128",
@@ -223,11 +237,11 @@ check(read(edited) == cpu_text.replace('precision = "fp32"', 'precision = "bf16"
 # --- 4. capabilities not supported yet are written and said; errors exit 2 naming the key.
 bert = os.path.join(WORK, "bert.toml")
 rc, out = run([CONFIG, "--defaults", "--output", bert, "--set", "model.architecture=bert"])
-check(rc == 0 and 'note: model.architecture = "bert" is not supported yet' in out, "bert is written with a note: " + out[-300:])
+check(rc == 0 and 'note: model.architecture = "bert" is not supported yet' in out, "bert is written with a note|| " + out[-300:])
 rc, out = run([TRAIN, "--config", bert, "--print-config"])
 check(rc == 2 and "not supported yet" in out, "tessera-train rejects architecture bert (exit 2)")
 rc, out = run([CONFIG, "--defaults", "--output", os.path.join(WORK, "x.toml"), "--set", "parallel.tensor_model_paralel_size=2"])
-check(rc == 2 and "tensor_model_parallel_size" in out, "a misspelt --set key exits 2 naming the key: " + out.strip())
+check(rc == 2 and "tensor_model_parallel_size" in out, "a misspelt --set key exits 2 naming the key|| " + out.strip())
 rc, out = run([CONFIG, "--defaults"])
 check(rc == 2 and "--output" in out, "--defaults without --output exits 2")
 p = subprocess.run([CONFIG, "--output", os.path.join(WORK, "y.toml")], stdin=subprocess.DEVNULL,

@@ -84,7 +84,7 @@ Question key_question(const std::string& key, std::string prompt, std::function<
               auto b = yes_no(answer);
               if (!b) return "answer yes or no";
               value = *b;
-            } else if (spec.type == train::ValueType::string && answer == "none") {
+            } else if (spec.type == train::ValueType::string && answer == "none" && train::allowed_choices(spec).empty()) {
               value = std::string();
             } else {
               try {
@@ -239,7 +239,11 @@ std::vector<Question> questions(const QuestionnaireOptions& options) {
   q.push_back(key_question("parallel.tensor_model_parallel_size", "Tensor-parallel size (TP)", always,
                            [](const Session& s, const ConfigValue& v) { return check_tensor_parallel(s, std::get<int64_t>(v)); }));
   q.push_back(key_question("parallel.sequence_parallel", "Sequence parallelism (needs TP > 1)?",
-                           [](const Session& s) { return s.integer("parallel.tensor_model_parallel_size") > 1; }));
+                           [](const Session& s) { return s.integer("parallel.tensor_model_parallel_size") > 1; },
+                           [](const Session& s, const ConfigValue& v) {
+                             return std::get<bool>(v) ? check_sequence_parallel(s, s.integer("parallel.tensor_model_parallel_size"))
+                                                      : std::string();
+                           }));
   q.push_back(key_question("parallel.pipeline_model_parallel_size", "Pipeline-parallel size (PP)", always,
                            [](const Session& s, const ConfigValue& v) { return check_pipeline_parallel(s, std::get<int64_t>(v)); }));
   q.push_back(key_question("training.micro_batch_size", "Micro-batch size (sequences per micro-batch)", always,

@@ -28,6 +28,12 @@ std::string check_tensor_parallel(const Session& s, int64_t tp) {
   return "";
 }
 
+std::string check_sequence_parallel(const Session& s, int64_t tp) {
+  int64_t seq = s.integer("model.seq_length");
+  if (seq % tp != 0) return "seq_length = " + to_string(seq) + " is not divisible by TP = " + to_string(tp);
+  return "";
+}
+
 std::string check_pipeline_parallel(const Session& s, int64_t pp) {
   if (pp < 1) return "the pipeline-parallel size must be at least 1";
   int64_t tp = s.integer("parallel.tensor_model_parallel_size");
@@ -52,8 +58,20 @@ std::string check_file(const std::string& path) {
   return "";
 }
 
+namespace {
+// Combinations of supported values that the trainer does not run yet (parallel/tp_group.cpp).
+bool sequence_parallel_with_pipeline(const Session& s) {
+  return s.boolean("parallel.sequence_parallel") && s.integer("parallel.pipeline_model_parallel_size") > 1;
+}
+}  // namespace
+
 std::vector<std::string> unsupported_notes(const Session& s) {
   std::vector<std::string> notes;
+  if (sequence_parallel_with_pipeline(s))
+    notes.push_back("parallel.sequence_parallel = true with parallel.pipeline_model_parallel_size = " +
+                    std::to_string(s.integer("parallel.pipeline_model_parallel_size")) +
+                    " is not supported yet (pipeline messages would carry seq_length / TP tokens); tessera-train "
+                    "rejects this config until then");
   for (const auto& spec : train::config_schema()) {
     std::string key = std::string(spec.section) + "." + std::string(spec.key);
     if (train::is_supported(spec, s.values.at(key)) || spec.unsupported_reason.empty()) continue;
@@ -70,6 +88,7 @@ void check_whole(const Session& s, const std::string& file) {
     if (!train::is_supported(spec, s.values.at(key)))
       defaults_for_unsupported.push_back(key + "=" + train::format_value(spec.default_value));
   }
+  if (sequence_parallel_with_pipeline(s)) defaults_for_unsupported.push_back("parallel.sequence_parallel=false");
   train::Config config = train::load_config(file, defaults_for_unsupported);
   train::validate_for_world(config, static_cast<int>(s.world_size()));
   const auto& p = config.parallel;
@@ -77,8 +96,12 @@ void check_whole(const Session& s, const std::string& file) {
     TESSERA_CONFIG_FAIL(file, ": parallel.tensor_model_parallel_size: ", reason);
   if (std::string reason = check_pipeline_parallel(s, p.pipeline_model_parallel_size); !reason.empty())
     TESSERA_CONFIG_FAIL(file, ": parallel.pipeline_model_parallel_size: ", reason);
-  if (p.sequence_parallel && p.tensor_model_parallel_size == 1)
-    TESSERA_CONFIG_FAIL(file, ": parallel.sequence_parallel = true needs parallel.tensor_model_parallel_size > 1");
+  if (s.boolean("parallel.sequence_parallel")) {
+    int64_t tp = s.integer("parallel.tensor_model_parallel_size");
+    if (tp == 1) TESSERA_CONFIG_FAIL(file, ": parallel.sequence_parallel = true needs parallel.tensor_model_parallel_size > 1");
+    if (std::string reason = check_sequence_parallel(s, tp); !reason.empty())
+      TESSERA_CONFIG_FAIL(file, ": parallel.sequence_parallel: ", reason);
+  }
 }
 
 }  // namespace tessera::config_app

@@ -10,11 +10,13 @@
 namespace tessera::config_app {
 
 std::string check_tensor_parallel(const Session& session, int64_t tp);
+std::string check_sequence_parallel(const Session& session, int64_t tp);  // seq_length / TP tokens per rank
 std::string check_pipeline_parallel(const Session& session, int64_t pp);
 std::string check_prefix(const std::string& prefix);  // a dataset prefix: PREFIX.bin and PREFIX.idx exist
 std::string check_file(const std::string& path);      // an existing regular file
 
-// "key = value is not supported yet (it comes with ...)" for each value tessera-train rejects today.
+// "key = value is not supported yet (it comes with ...)" for each value tessera-train rejects today,
+// and for the combination it rejects (sequence parallelism with pipeline parallelism).
 std::vector<std::string> unsupported_notes(const Session& session);
 
 // Loads `file` (as written) as tessera-train would, with the values that are not supported yet put

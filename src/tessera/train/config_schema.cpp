@@ -129,7 +129,7 @@ std::vector<std::string> allowed_choices(const KeySpec& spec) {
   for (size_t start = 0; start <= help.size();) {
     size_t bar = help.find(" | ", start);
     std::string_view word = help.substr(start, bar == std::string_view::npos ? help.size() - start : bar - start);
-    if (word.find(':') != std::string_view::npos) return {};  // "wsd decay phase: exponential | ..."
+    if (start == 0 && word.find(':') != std::string_view::npos) return {};  // "wsd decay phase: exponential | ..."
     if (auto space = word.find(' '); space != std::string_view::npos) word = word.substr(0, space);  // "gelu (tanh...)"
     if (word.empty()) return {};
     choices.emplace_back(word);
