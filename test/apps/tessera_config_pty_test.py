@@ -187,6 +187,8 @@ t.answer(r"Distributed optimizer", "no")
 t.answer(r"Gradient clipping", "abc")
 t.expect(r"optimizer.clip_grad must be a number[^\n]*; please answer again")
 t.answer(r"Gradient clipping", "0.5")
+t.answer(r"Precision \(fp32 \| bf16 \| fp16\)", "fp8", "fp32")  # a CPU-only run defaults to fp32
+t.expect(r"'fp8' is not one of fp32 \| bf16 \| fp16; please answer again")
 t.answer(r"Precision", "fp32")
 t.answer(r"Dataset prefix", "no/such/prefix")
 t.expect(r"'no/such/prefix.bin' does not exist[^\n]*; please answer again")

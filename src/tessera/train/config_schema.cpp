@@ -1,6 +1,8 @@
 #include "tessera/train/config_schema.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 namespace tessera::train {
@@ -166,11 +168,16 @@ static std::string quote(const std::string& s) {
   return out + "\"";
 }
 
+// The shortest decimal that reads back as the same double (0.1, not 0.10000000000000001).
 static std::string format_number(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  std::string s = out.str();
+  std::string s;
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::ostringstream out;
+    out.precision(digits);
+    out << v;
+    s = out.str();
+    if (std::strtod(s.c_str(), nullptr) == v || std::isnan(v)) break;
+  }
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
 }
