@@ -10,6 +10,7 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(TOMLPP REQUIRED IMPORTED_TARGET tomlplusplus)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 find_package(ICU REQUIRED COMPONENTS uc i18n)
+find_package(Protobuf REQUIRED)  # TensorBoard event files (src/tessera/train/tensorboard)
 
 set(TESSERA_HAVE_CUDA OFF)
 if(NOT TESSERA_CUDA STREQUAL "OFF")

@@ -15,6 +15,7 @@ int run_train_bench(const TrainBenchOptions& options) {
   train::Config config = train::load_config(options.config, options.overrides);
   Runtime& runtime = Runtime::get();
   const Device device = runtime.select_device(config.training.device);
+  train::resolve_default_precision(config, device.is_cuda());  // the JSON names the precision that ran
   train::Trainer trainer(config, device);
   const train::TrainingSummary s = trainer.train();
   const auto& m = config.model;

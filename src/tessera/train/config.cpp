@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "tessera/core/error.h"
+#include "tessera/core/logging.h"
 
 namespace tessera::train {
 
@@ -113,24 +114,6 @@ void read_file(const std::string& path, std::map<std::string, ConfigValue>& valu
   }
 }
 
-void apply_override(const std::string& text, std::map<std::string, ConfigValue>& values) {
-  auto eq = text.find('=');
-  auto dot = text.find('.');
-  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
-    TESSERA_CONFIG_FAIL("--set '", text, "': expected table.key=value, e.g. --set training.train_iters=100");
-  std::string section = text.substr(0, dot), key = text.substr(dot + 1, eq - dot - 1), raw = text.substr(eq + 1);
-  std::string where = "--set " + text + ": ";
-  const KeySpec& spec = lookup(section, key, where);
-  toml::table parsed;
-  try {
-    parsed = toml::parse("v = " + raw);
-  } catch (const toml::parse_error&) {
-    parsed = toml::table{{"v", raw}};  // a bare word: take it as a string
-  }
-  if (spec.type == ValueType::string && !parsed["v"].is_string()) parsed = toml::table{{"v", raw}};
-  values[section + "." + key] = convert(*parsed.get("v"), spec, where);
-}
-
 std::string resolve_path(const std::string& path, const std::string& config_dir) {
   if (path.empty() || fs::path(path).is_absolute()) return path;
   auto exists = [](const fs::path& p) {
@@ -171,14 +154,39 @@ void require(bool ok, const std::string& source, const std::string& message) {
 
 }  // namespace
 
+ConfigValue parse_value_text(const KeySpec& spec, const std::string& raw, const std::string& where) {
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + raw);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{{"v", raw}};  // a bare word: take it as a string
+  }
+  if (spec.type == ValueType::string && !parsed["v"].is_string()) parsed = toml::table{{"v", raw}};
+  return convert(*parsed.get("v"), spec, where);
+}
+
+void apply_override(const std::string& text, std::map<std::string, ConfigValue>& values) {
+  auto eq = text.find('=');
+  auto dot = text.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    TESSERA_CONFIG_FAIL("--set '", text, "': expected table.key=value, e.g. --set training.train_iters=100");
+  std::string section = text.substr(0, dot), key = text.substr(dot + 1, eq - dot - 1), raw = text.substr(eq + 1);
+  std::string where = "--set " + text + ": ";
+  const KeySpec& spec = lookup(section, key, where);
+  values[section + "." + key] = parse_value_text(spec, raw, where);
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   Config config;
   config.source = path;
   auto& values = config.values;
   for (const auto& spec : config_schema())
     values[std::string(spec.section) + "." + std::string(spec.key)] = spec.default_value;
+  values["training.precision"] = std::string();  // unset, told apart from an explicit "bf16"
   if (!path.empty()) read_file(path, values);
   for (const auto& text : overrides) apply_override(text, values);
+  const bool precision_defaulted = std::get<std::string>(values.at("training.precision")).empty();
+  if (precision_defaulted) values["training.precision"] = find_key("training", "precision")->default_value;
   std::string src = path.empty() ? std::string() : path + ": ";
   check_supported(values, src);
 
@@ -220,6 +228,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   t.global_batch_size = get<int64_t>(values, "training.global_batch_size");
   t.train_iters = get<int64_t>(values, "training.train_iters");
   t.precision = get<std::string>(values, "training.precision");
+  t.precision_defaulted = precision_defaulted;
   t.seed = get<int64_t>(values, "training.seed");
   t.eval_interval = get<int64_t>(values, "training.eval_interval");
   t.eval_iters = get<int64_t>(values, "training.eval_iters");
@@ -264,6 +273,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 
   config.logging.log_interval = get<int64_t>(values, "logging.log_interval");
   config.logging.metrics_file = get<std::string>(values, "logging.metrics_file");
+  config.logging.tensorboard_dir = get<std::string>(values, "logging.tensorboard_dir");
 
   // Derived defaults.
   if (m.num_query_groups == 0) m.num_query_groups = m.num_attention_heads;
@@ -345,6 +355,15 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   require(std::find(devices.begin(), devices.end(), t.device) != devices.end(), src,
           "training.device = \"" + t.device + "\" is not allowed; allowed: auto, cpu, cuda");
   return config;
+}
+
+void resolve_default_precision(Config& config, bool cuda) {
+  if (!config.training.precision_defaulted || cuda) return;
+  config.training.precision = "fp32";
+  config.values["training.precision"] = std::string("fp32");
+  config.training.precision_defaulted = false;
+  log::info("training.precision: fp32 on this CPU-only run (the default, bf16, applies on GPUs; set "
+            "training.precision to choose)");
 }
 
 void validate_for_world(const Config& config, int world_size) {

@@ -18,6 +18,7 @@ using ParallelConfig = tessera::ParallelConfig;
 struct TrainingConfig {
   int64_t micro_batch_size, global_batch_size, train_iters;
   std::string precision;
+  bool precision_defaulted = false;  // training.precision not set: bf16, or fp32 on a CPU-only run
   int64_t seed, eval_interval, eval_iters;
   std::string device;
   double peak_tflops_per_device;
@@ -49,6 +50,7 @@ struct CheckpointConfig {
 struct LoggingConfig {
   int64_t log_interval;
   std::string metrics_file;
+  std::string tensorboard_dir;  // "" or a folder for TensorBoard event files (tensorboard.h)
 };
 
 struct Config {
@@ -70,6 +72,16 @@ struct Config {
 // need no world size. Relative file paths in [data] are resolved against the config file's folder
 // when they do not exist relative to the working directory.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// One value as written after "=" in --set (a TOML literal; a bare word is a string), checked
+// against the key's type; errors are prefixed with `where`.
+ConfigValue parse_value_text(const KeySpec& spec, const std::string& raw, const std::string& where);
+// Applies "table.key=value" to a values map (every key of the schema), as --set does.
+void apply_override(const std::string& text, std::map<std::string, ConfigValue>& values);
+
+// training.precision left unset defaults to bf16 on CUDA and to fp32 on a CPU-only run (bf16 on the
+// CPU is emulated and slow); the Trainer calls this with its device and it says so on the output rank.
+void resolve_default_precision(Config& config, bool cuda);
 
 // Checks that need the world size (divisibility of the parallel layout and the batch).
 void validate_for_world(const Config& config, int world_size);

@@ -1,6 +1,8 @@
 #include "tessera/train/config_schema.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "tessera/models/model_registry.h"
@@ -69,7 +71,8 @@ const std::vector<KeySpec>& config_schema() {
       {"training", "global_batch_size", VT::integer, int64_t{32},
        "sequences per step = micro_batch_size x micro-batches x data-parallel size"},
       {"training", "train_iters", VT::integer, int64_t{1000}, "optimizer steps"},
-      {"training", "precision", VT::string, S("fp32"), "fp32 | bf16 | fp16", {}, {S("fp32"), S("bf16"), S("fp16")}},
+      {"training", "precision", VT::string, S("bf16"),
+       "fp32 | bf16 | fp16 (unset: bf16, fp32 on a CPU-only run)", {}, {S("fp32"), S("bf16"), S("fp16")}},
       {"training", "seed", VT::integer, int64_t{1234}, "seed of initialisation, dropout and data order"},
       {"training", "eval_interval", VT::integer, int64_t{100}, "iterations between evaluations (0: never)"},
       {"training", "eval_iters", VT::integer, int64_t{10}, "forward-only batches per evaluation"},
@@ -119,6 +122,8 @@ const std::vector<KeySpec>& config_schema() {
       // [logging]
       {"logging", "log_interval", VT::integer, int64_t{10}, "iterations between log lines"},
       {"logging", "metrics_file", VT::string, S(""), "JSON Lines metrics file (empty: none)"},
+      {"logging", "tensorboard_dir", VT::string, S(""),
+       "folder for TensorBoard event files (created if missing; empty: none)"},
   };
   return schema;
 }
@@ -127,6 +132,30 @@ const KeySpec* find_key(std::string_view section, std::string_view key) {
   for (const auto& spec : config_schema())
     if (spec.section == section && spec.key == key) return &spec;
   return nullptr;
+}
+
+std::vector<std::string> allowed_choices(const KeySpec& spec) {
+  std::vector<std::string> choices;
+  if (spec.type != ValueType::string || spec.help.find(" | ") == std::string_view::npos) return choices;
+  std::string_view help = spec.help;
+  for (size_t start = 0; start <= help.size();) {
+    size_t bar = help.find(" | ", start);
+    std::string_view word = help.substr(start, bar == std::string_view::npos ? help.size() - start : bar - start);
+    if (start == 0 && word.find(':') != std::string_view::npos) return {};  // "wsd decay phase: exponential | ..."
+    if (auto space = word.find(' '); space != std::string_view::npos) word = word.substr(0, space);  // "gelu (tanh...)"
+    if (word.empty()) return {};
+    choices.emplace_back(word);
+    if (bar == std::string_view::npos) break;
+    start = bar + 3;
+  }
+  return choices;
+}
+
+bool is_supported(const KeySpec& spec, const ConfigValue& value) {
+  if (spec.supported_values.empty()) return true;
+  for (const auto& allowed : spec.supported_values)
+    if (allowed == value) return true;
+  return false;
 }
 
 std::string value_type_name(ValueType type) {
@@ -149,11 +178,16 @@ static std::string quote(const std::string& s) {
   return out + "\"";
 }
 
+// The shortest decimal that reads back as the same double (0.1, not 0.10000000000000001).
 static std::string format_number(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  std::string s = out.str();
+  std::string s;
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::ostringstream out;
+    out.precision(digits);
+    out << v;
+    s = out.str();
+    if (std::strtod(s.c_str(), nullptr) == v || std::isnan(v)) break;
+  }
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
 }

@@ -30,6 +30,10 @@ struct KeySpec {
 const std::vector<KeySpec>& config_schema();
 const KeySpec* find_key(std::string_view section, std::string_view key);
 std::string value_type_name(ValueType type);
+// The values a string key allows, read from its help ("none | selective | full"); empty when the
+// help is not such a list (free-form strings).
+std::vector<std::string> allowed_choices(const KeySpec& spec);
+bool is_supported(const KeySpec& spec, const ConfigValue& value);  // false: "not supported yet"
 std::string format_value(const ConfigValue& value);  // TOML literal
 std::string closest_key(std::string_view dotted);    // "model.hiden_size" -> "model.hidden_size"
 

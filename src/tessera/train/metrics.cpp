@@ -9,6 +9,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/core/logging.h"
+#include "tessera/train/tensorboard/event_writer.h"
 
 namespace tessera::train {
 
@@ -45,13 +46,26 @@ std::string format_eval_line(int64_t iteration, double eval_loss) {
          printf_string("%.6E", eval_loss) + " | lm loss PPL: " + printf_string("%.6E", perplexity(eval_loss)) + " |";
 }
 
-MetricsWriter::MetricsWriter(const std::string& path) {
-  if (path.empty() || !log::is_output_rank()) return;  // one writer per job: the output rank
+MetricsWriter::MetricsWriter(const std::string& path, const std::string& tensorboard_dir) {
+  if (!log::is_output_rank()) return;  // one writer per job: the output rank
+  if (!tensorboard_dir.empty()) events_ = std::make_unique<tensorboard::EventWriter>(tensorboard_dir);
+  if (path.empty()) return;
   out_.open(path, std::ios::out | std::ios::app);
   if (!out_) TESSERA_CONFIG_FAIL("logging.metrics_file: cannot open '", path, "' for writing");
 }
 
+MetricsWriter::~MetricsWriter() = default;
+
 void MetricsWriter::write_iteration(const IterationMetrics& m) {
+  if (events_)
+    events_->scalars(m.iteration, {{"lm loss", m.lm_loss},
+                                   {"learning-rate", m.learning_rate},
+                                   {"grad-norm", m.grad_norm},
+                                   {"loss-scale", m.loss_scale},
+                                   {"throughput/tokens-per-second", m.tokens_per_second},
+                                   {"throughput/tflops-per-gpu", m.tflops_per_device},
+                                   {"iteration-time-ms", m.elapsed_ms},
+                                   {"mem-max-allocated-bytes", static_cast<double>(m.peak_memory_bytes)}});
   if (!enabled()) return;
   nlohmann::json row = {{"iteration", m.iteration},
                         {"lm_loss", json_number(m.lm_loss)},
@@ -64,13 +78,16 @@ void MetricsWriter::write_iteration(const IterationMetrics& m) {
                         {"mfu", m.mfu ? json_number(*m.mfu) : nlohmann::json(nullptr)},
                         {"skipped_iterations", m.skipped_iterations},
                         {"nan_iterations", m.nan_iterations},
-                        {"elapsed_ms", json_number(m.elapsed_ms)}};
+                        {"elapsed_ms", json_number(m.elapsed_ms)},
+                        {"peak_memory_bytes", m.peak_memory_bytes}};
   out_ << row.dump() << "\n";
   out_.flush();
   if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");
 }
 
 void MetricsWriter::write_eval(int64_t iteration, double eval_loss) {
+  if (events_)
+    events_->scalars(iteration, {{"lm loss validation", eval_loss}, {"lm loss validation ppl", perplexity(eval_loss)}});
   if (!enabled()) return;
   nlohmann::json row = {{"iteration", iteration},
                         {"eval_loss", json_number(eval_loss)},

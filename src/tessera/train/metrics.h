@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -14,7 +15,12 @@ struct IterationMetrics {
   double tokens_per_second = 0, tflops_per_device = 0;
   std::optional<double> mfu;  // absent when the device's peak is unknown (CPU)
   int64_t skipped_iterations = 0, nan_iterations = 0;
+  int64_t peak_memory_bytes = 0;  // peak device memory (CUDA) or activation arena (CPU) so far
 };
+
+namespace tensorboard {
+class EventWriter;
+}
 
 std::string format_log_line(const IterationMetrics& m);
 std::string format_eval_line(int64_t iteration, double eval_loss);  // Megatron's validation line
@@ -24,15 +30,19 @@ double perplexity(double loss);                                      // exp(min(
 // JSON has no NaN or Infinity: every non-finite number (lm_loss, grad_norm, eval_loss, ...) is
 // written as null, so each row stays strict JSON; nan_iterations counts the iterations whose loss or
 // grad norm was not finite (as the log line's "nan" field).
+// With a tensorboard_dir, the same values also go to a TensorBoard event file there (Megatron's
+// tags: "lm loss", "learning-rate", "grad-norm", "loss-scale", ..., "lm loss validation ppl").
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path);  // "" disables
+  explicit MetricsWriter(const std::string& path, const std::string& tensorboard_dir = "");  // "" disables each
+  ~MetricsWriter();
   void write_iteration(const IterationMetrics& m);
   void write_eval(int64_t iteration, double eval_loss);
   bool enabled() const { return out_.is_open(); }
 
  private:
   std::ofstream out_;
+  std::unique_ptr<tensorboard::EventWriter> events_;
 };
 
 // A one-line progress bar redrawn in place; only the output rank draws it, on a terminal.

@@ -138,7 +138,7 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
   const auto& t = config_.training;
   TrainingSummary summary;
   summary.last_eval_loss = std::numeric_limits<double>::quiet_NaN();
-  MetricsWriter metrics(config_.logging.metrics_file);
+  MetricsWriter metrics(config_.logging.metrics_file, config_.logging.tensorboard_dir);
   ProgressBar progress(t.train_iters);
   double peak = config_.training.peak_tflops_per_device;
   if (peak == 0 && device_.is_cuda()) peak = 989.0;
@@ -196,6 +196,7 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
     if (peak > 0) m.mfu = m.tflops_per_device / peak;
     m.skipped_iterations = skipped_total;
     m.nan_iterations = nan_total;
+    m.peak_memory_bytes = static_cast<int64_t>(device_.is_cuda() ? device_peak_allocated_bytes() : arena_.peak_bytes());
     if (iteration % config_.logging.log_interval == 0 || iteration == t.train_iters) {
       progress.clear();
       log::info(format_log_line(m));

@@ -39,6 +39,7 @@ std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device
   TrainingSetup& x = *setup;
   x.config = config;
   x.device = device;
+  resolve_default_precision(x.config, x.device.is_cuda());
 
   const auto& t = x.config.training;
   Runtime& runtime = Runtime::init(nullptr, nullptr);

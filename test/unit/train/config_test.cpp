@@ -104,5 +104,39 @@ TEST_F(ConfigTest, SyntaxErrorNamesFileAndLine) {
   EXPECT_NE(msg.find("config.toml:2"), std::string::npos) << msg;
 }
 
+// training.precision unset: bf16 (INTERFACE.md), fp32 once the Trainer knows it runs on the CPU;
+// an explicit value, bf16 included, is kept on the CPU.
+TEST_F(ConfigTest, UnsetPrecisionIsBf16AndFp32OnTheCpu) {
+  auto unset = train::load_config(write(kMock), {});
+  EXPECT_EQ(unset.training.precision, "bf16");
+  EXPECT_TRUE(unset.training.precision_defaulted);
+  auto on_gpu = unset;
+  train::resolve_default_precision(on_gpu, /*cuda=*/true);
+  EXPECT_EQ(on_gpu.training.precision, "bf16");
+  train::resolve_default_precision(unset, /*cuda=*/false);
+  EXPECT_EQ(unset.training.precision, "fp32");
+  EXPECT_EQ(std::get<std::string>(unset.values.at("training.precision")), "fp32");
+  for (const char* explicit_value : {"bf16", "fp16", "fp32"}) {
+    auto set = train::load_config(write(kMock), {std::string("training.precision=") + explicit_value});
+    EXPECT_FALSE(set.training.precision_defaulted);
+    train::resolve_default_precision(set, /*cuda=*/false);
+    EXPECT_EQ(set.training.precision, explicit_value);
+  }
+  auto in_file = train::load_config(write(std::string(kMock) + "[training]\nprecision = \"bf16\"\n"), {});
+  EXPECT_FALSE(in_file.training.precision_defaulted);
+}
+
+// tessera-config offers a string key's choices as its help lists them.
+TEST_F(ConfigTest, AllowedChoicesComeFromTheSchemaHelp) {
+  EXPECT_EQ(train::allowed_choices(*train::find_key("parallel", "recompute_granularity")),
+            (std::vector<std::string>{"none", "selective", "full"}));
+  EXPECT_EQ(train::allowed_choices(*train::find_key("model", "architecture")),
+            (std::vector<std::string>{"gpt", "bert", "t5"}));
+  EXPECT_EQ(train::allowed_choices(*train::find_key("training", "precision")),
+            (std::vector<std::string>{"fp32", "bf16", "fp16"}));
+  EXPECT_TRUE(train::allowed_choices(*train::find_key("optimizer", "lr_wsd_decay_style")).empty());
+  EXPECT_TRUE(train::allowed_choices(*train::find_key("checkpoint", "save")).empty());
+}
+
 }  // namespace
 }  // namespace tessera
