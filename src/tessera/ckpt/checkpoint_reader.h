@@ -46,6 +46,19 @@ class CheckpointReader {
   void read_optimizer(const std::string& kind, const OptimizerSlice& slice, const Tensor& out,
                       const std::string& source_name = "") const;
 
+  // For converters (checkpoint_reader_global.cpp): every indexed (kind, name) with its saved layout,
+  // and a whole saved global tensor as f32.
+  struct TensorEntry {
+    std::string kind, name;
+    Shape global_shape;
+    int split_axis = -1;
+    DType dtype = DType::f32;
+    int shards = 0;                  // distinct split offsets
+    std::vector<std::string> files;  // files holding a piece
+  };
+  std::vector<TensorEntry> tensors() const;
+  std::vector<float> read_global(const std::string& kind, const std::string& name, Shape& global_shape) const;
+
  private:
   struct Piece {
     size_t file = 0;

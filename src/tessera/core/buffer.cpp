@@ -18,6 +18,7 @@ void device_free(void*, Device) {}
 void device_memset_zero(void*, size_t, Device device) {
   TESSERA_FAIL("cannot use ", device.name(), ": this Tessera was built without CUDA");
 }
+size_t device_peak_allocated_bytes() { return 0; }
 #endif
 
 Buffer::Buffer(size_t bytes, Device device) : bytes_(bytes), device_(device) {

@@ -7,6 +7,9 @@
 #ifdef TESSERA_HAVE_CUDA
 #include "tessera/ops/cuda/ops_cuda.h"
 #define TESSERA_CUDA_OP(call) ::tessera::ops::cuda::call
+#define TESSERA_CUDA_OP_VALUE(type, call) ::tessera::ops::cuda::call
 #else
 #define TESSERA_CUDA_OP(call) TESSERA_FAIL("no CUDA kernel for ", op, ": this build has no CUDA backend")
+// For a dispatcher that returns a value (a throw expression alone has type void).
+#define TESSERA_CUDA_OP_VALUE(type, call) (TESSERA_CUDA_OP(call), type{})
 #endif

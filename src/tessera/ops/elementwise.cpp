@@ -79,7 +79,7 @@ double masked_sum(const Tensor& values, const Tensor& mask) {
   const char* op = "masked_sum";
   detail::require_same_shape(op, values, "values", mask, "mask");
   detail::require_same_dtype(op, values, "values", mask, "mask");
-  if (detail::runs_on_cuda(op, {&values, &mask})) return TESSERA_CUDA_OP(masked_sum(values, mask));
+  if (detail::runs_on_cuda(op, {&values, &mask})) return TESSERA_CUDA_OP_VALUE(double, masked_sum(values, mask));
   // In double, element by element in order (the CPU reference).
   const int64_t n = values.numel();
   Buffer values64(static_cast<size_t>(n) * sizeof(double)), mask64(static_cast<size_t>(n) * sizeof(double));
