@@ -72,6 +72,17 @@ case "$SCENARIO" in
       --set logging.metrics_file="$DIR/offline.jsonl"
     grep -q '"iteration":11' "$DIR/offline.jsonl" || fail "the offline-resharded run did not resume at iteration 11"
     same_losses "$DIR/on_load.jsonl" "$DIR/offline.jsonl" 5
+    if [ "$SCENARIO" = reshard_distopt ]; then
+      # Re-split offline over DP=2 (distrib_optim files written by the converter), resumed at DP=2.
+      step "$BIN/tessera-convert" reshard --input "$DIR/offline" --output "$DIR/offline_dp2" --data-parallel-size 2 \
+        --use-distributed-optimizer
+      [ -f "$DIR/offline_dp2/iter_0000010/distrib_optim_00_000_001.h5" ] || fail "no distributed-optimizer file for DP rank 1"
+      train $MPIRUN -np 2 "$BIN/tessera-train" "${RESUME[@]}" --set training.train_iters=15 \
+        --set checkpoint.load="$DIR/ckpt" --set logging.metrics_file="$DIR/on_load_dp2.jsonl"
+      train $MPIRUN -np 2 "$BIN/tessera-train" "${RESUME[@]}" --set training.train_iters=15 \
+        --set checkpoint.load="$DIR/offline_dp2" --set logging.metrics_file="$DIR/offline_dp2.jsonl"
+      same_losses "$DIR/on_load_dp2.jsonl" "$DIR/offline_dp2.jsonl" 5
+    fi
     ;;
   pretrained_hf)
     HF=${TESSERA_SHARED_DIR:-/work/shared}/fixtures/hf/gpt2/hf

@@ -1,6 +1,8 @@
 // tessera-convert: offline checkpoint conversion. import-hf (Hugging Face -> Tessera at a layout),
 // export-hf (Tessera -> Hugging Face safetensors), reshard (Tessera at another TP / PP / DP layout
 // or dtype) and inspect (every tensor of either kind). One process, tensor by tensor.
+#include <mpi.h>
+
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <sstream>
@@ -13,6 +15,8 @@
 #include "tessera/core/error.h"
 #include "tessera/core/logging.h"
 #include "tessera/runtime/main_guard.h"
+#include "tessera/runtime/mpi_check.h"
+#include "tessera/runtime/runtime.h"
 
 namespace po = boost::program_options;
 using namespace tessera;
@@ -85,7 +89,18 @@ std::string required(const po::variables_map& vm, const char* option, const std:
   return vm[option].as<std::string>();
 }
 
+int convert_command(int argc, char** argv);
+
+// One process converts: under srun / mpirun with several ranks, rank 0 does the work and the others
+// wait for it (an error on rank 0 ends them all through run_main's abort).
 int convert_main(int argc, char** argv) {
+  const bool leader = Runtime::get().world_rank() == 0;
+  const int rc = leader ? convert_command(argc, argv) : 0;
+  if (Runtime::get().world_size() > 1) TESSERA_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  return rc;
+}
+
+int convert_command(int argc, char** argv) {
   po::options_description all("tessera-convert");
   all.add(common_options()).add(layout_options());
   all.add_options()("command", po::value<std::string>(), "")("path", po::value<std::string>(), "");

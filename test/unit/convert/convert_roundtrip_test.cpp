@@ -14,6 +14,7 @@ namespace tessera {
 namespace {
 
 using test::ScratchDir;
+namespace fs = std::filesystem;
 
 convert::LayoutOptions layout(int64_t tp, int64_t pp) {
   convert::LayoutOptions l;
