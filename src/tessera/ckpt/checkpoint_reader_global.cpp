@@ -29,8 +29,13 @@ std::vector<CheckpointReader::TensorEntry> CheckpointReader::tensors() const {
 
 std::vector<float> CheckpointReader::read_global(const std::string& kind, const std::string& name,
                                                  Shape& global_shape) const {
-  std::vector<double> values = assemble(kind, name, global_shape);
-  return std::vector<float>(values.begin(), values.end());
+  auto it = pieces_.find({kind, name});
+  TESSERA_CHECK(it != pieces_.end(), "checkpoint ", folder_.string(), " has no ", kind, " for tensor '", name, "'");
+  global_shape = it->second.front().global_shape;
+  std::vector<float> values(static_cast<size_t>(shape_numel(global_shape)));
+  TensorShard whole{name, Tensor(values.data(), DType::f32, global_shape), global_shape, -1, 0};
+  read_slices(kind, name, whole, 0, whole.local.numel(), values.data(), DType::f32);
+  return values;
 }
 
 }  // namespace tessera::ckpt
