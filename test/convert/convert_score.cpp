@@ -23,7 +23,7 @@ int score_main(int argc, char** argv) {
   const auto folder = convert::resolve_checkpoint_folder(argv[1], std::nullopt);
   const int64_t b = std::stoll(argv[3]), s = std::stoll(argv[4]);
   ckpt::CheckpointReader reader(folder);
-  const int64_t vocab = reader.model_info().at("vocab_size");
+  const int64_t vocab = convert::stored_vocab_size(reader);
   train::Config config = convert::conversion_config(
       convert::stored_keys(reader.config_toml(), {"model"}, (folder / "common.h5").string()), vocab);
   config.model.hidden_dropout = config.model.attention_dropout = 0.0;

@@ -64,8 +64,7 @@ ExportResult export_hf(const fs::path& checkpoint, const fs::path& output, const
   ckpt::CheckpointReader reader(folder);
   const std::string common = (folder / "common.h5").string();
   auto info = reader.model_info();
-  if (!info.count("vocab_size")) TESSERA_CONFIG_FAIL(common, ": /model_info has no vocab_size");
-  const int64_t vocab = info["vocab_size"];
+  const int64_t vocab = stored_vocab_size(reader);
   const std::string toml = reader.config_toml();
   const train::Config config = conversion_config(stored_keys(toml, {"model"}, common), vocab);
   const HfFamily& family = hf_family_for_architecture(config.model.architecture, common);

@@ -40,8 +40,7 @@ ReshardResult reshard(const fs::path& input, std::optional<int64_t> iteration, c
   ckpt::CheckpointReader reader(folder);
   const std::string common = (folder / "common.h5").string();
   auto info = reader.model_info();
-  if (!info.count("vocab_size")) TESSERA_CONFIG_FAIL(common, ": /model_info has no vocab_size");
-  const int64_t vocab = info["vocab_size"];
+  const int64_t vocab = stored_vocab_size(reader);
   const std::string toml = reader.config_toml();
   std::vector<std::string> keys = stored_keys(toml, {"model"}, common);
   if (options.expert_model_parallel_size != 1)
@@ -101,6 +100,11 @@ ReshardResult reshard(const fs::path& input, std::optional<int64_t> iteration, c
   c.metadata.scheduler = reader.scheduler();
   c.metadata.scheduler_names = reader.scheduler_names();
   c.metadata.model = info;
+  c.metadata.model["vocab_size"] = vocab;
+  c.metadata.model["num_layers"] = config.model.num_layers;
+  c.metadata.model["hidden_size"] = config.model.hidden_size;
+  c.metadata.model["num_attention_heads"] = config.model.num_attention_heads;
+  c.metadata.model["seq_length"] = config.model.seq_length;
   c.metadata.model["padded_vocab_size"] = models::padded_vocab_size(
       vocab, config.model.make_vocab_size_divisible_by, options.tensor_model_parallel_size);
   c.metadata.params_dtype = std::string(dtype_name(dtype));

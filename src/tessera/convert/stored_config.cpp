@@ -62,6 +62,18 @@ train::Config conversion_config(const std::vector<std::string>& overrides, int64
   return train::load_config("", all);
 }
 
+int64_t stored_vocab_size(const ckpt::CheckpointReader& reader) {
+  const std::string common = (reader.folder() / "common.h5").string();
+  auto info = reader.model_info();
+  if (info.count("vocab_size") && info["vocab_size"] > 0) return info["vocab_size"];
+  for (const std::string& kv : stored_keys(reader.config_toml(), {"data"}, common))
+    if (kv.rfind("data.vocab_size=", 0) == 0) {
+      const int64_t v = std::stoll(kv.substr(16));
+      if (v > 0) return v;
+    }
+  TESSERA_CONFIG_FAIL(common, ": neither /model_info nor the stored config's data.vocab_size gives the vocabulary size");
+}
+
 std::string replace_toml_keys(const std::string& toml_text, const std::map<std::string, std::string>& values,
                               const std::string& where) {
   toml::table root = parse(toml_text, where);
