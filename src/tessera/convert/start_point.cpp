@@ -7,7 +7,7 @@
 #include <toml++/toml.h>
 
 #include "tessera/ckpt/checkpoint_layout.h"
-#include "tessera/ckpt/checkpoint_reader.h"
+#include "tessera/ckpt/h5_file.h"
 #include "tessera/convert/hf_family.h"
 #include "tessera/convert/hf_import.h"
 #include "tessera/convert/stored_config.h"
@@ -49,9 +49,15 @@ StartPoint start_point(const train::Config& config, const std::vector<std::strin
   std::vector<std::string> keys, extra;
   if (auto folder = resumable(config.checkpoint.load)) {
     const fs::path common = *folder / ckpt::kCommonFile;
-    if (!fs::exists(common)) return {};  // the trainer reports the broken checkpoint
-    ckpt::CheckpointReader reader(*folder);
-    keys = stored_keys(reader.config_toml(), {"model"}, common.string());
+    std::string toml;
+    try {  // only common.h5: the trainer opens (and reports problems with) the shard files
+      ckpt::h5_quiet();
+      ckpt::H5Id file = ckpt::h5_open_file_read(common.string());
+      toml = ckpt::h5_read_string(file.get(), "config_toml");
+    } catch (const Error&) {
+      return {};  // the trainer's load reports the broken checkpoint on every rank together
+    }
+    keys = stored_keys(toml, {"model"}, common.string());
   } else if (!hf.empty()) {
     const nlohmann::json json = read_hf_config_json(hf);
     const std::string path = (fs::path(hf) / "config.json").string();
