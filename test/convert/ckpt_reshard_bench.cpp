@@ -1,10 +1,12 @@
 // ckpt_reshard_bench CKPT_FOLDER TP [REPEATS]: loading a checkpoint by slices in one process, every
 // model tensor and optimizer moment, (a) at the layout it was saved with and (b) resharded to TP
-// tensor-parallel ranks (each tensor split along its split axis into TP targets, all loaded here,
-// so every element is read once as in the trainer's reshard-on-load). Prints one JSON line per
-// repeat with bytes, seconds and MB/s of each (test/bench/ckpt_io_vs_dd.sh compares them).
+// tensor-parallel ranks (each tensor split along its split axis into TP targets, all loaded here;
+// each target reads the saved shards it overlaps, as each rank of the trainer's reshard-on-load
+// does). Prints one JSON line per repeat with bytes, seconds and MB/s of each
+// (test/bench/ckpt_io_vs_dd.sh compares them).
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -36,6 +38,8 @@ std::vector<Target> targets(const ckpt::CheckpointReader& reader, int tp, uint64
       Target t;
       t.kind = e.kind;
       t.buffer = std::make_unique<Buffer>(static_cast<size_t>(shape_numel(local)) * dtype_size(e.dtype));
+      // Touched before timing, as the trainer's parameter and optimizer buffers are.
+      std::memset(t.buffer->data(), 0, t.buffer->size());
       t.shard = {e.name, t.buffer->as_tensor(e.dtype, local), e.global_shape, e.split_axis,
                  e.split_axis >= 0 ? r * local[e.split_axis] : 0};
       bytes += t.buffer->size();

@@ -83,6 +83,9 @@ class CheckpointReader {
   void index_group(size_t file_index, hid_t group, const std::string& path, const std::string& kind);
   // Reads one piece (its whole dataset) into dst (the piece's dtype) and verifies its checksum.
   void read_piece(const Piece& piece, void* dst) const;
+  // Reused read buffers of read_slices (saved shard bytes, assembled target shard): fresh large
+  // allocations per tensor cost page faults; they live as long as the reader.
+  mutable std::vector<char> staging_, assembled_;
   std::filesystem::path folder_;
   std::vector<std::unique_ptr<H5Id>> files_;
   std::vector<std::string> file_names_;

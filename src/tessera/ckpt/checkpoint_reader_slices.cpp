@@ -132,8 +132,9 @@ void CheckpointReader::read_slices(const std::string& kind, const std::string& n
 
   // The whole target shard is assembled in out's dtype unless `out` is exactly that shard.
   const bool whole = flat_offset == 0 && count == numel_t;
-  Buffer assembled(whole ? 0 : static_cast<size_t>(numel_t) * dtype_size(out_dtype));
-  void* shard = whole ? out : assembled.data();
+  if (!whole && assembled_.size() < static_cast<size_t>(numel_t) * dtype_size(out_dtype))
+    assembled_.resize(static_cast<size_t>(numel_t) * dtype_size(out_dtype));
+  void* shard = whole ? out : assembled_.data();
   const size_t out_elem = dtype_size(out_dtype);
   const int64_t rows_common = rank0 ? 1 : std::min(global_s[axis], global_t[axis]);
   if (!rank0 && global_t[axis] > global_s[axis]) std::memset(shard, 0, static_cast<size_t>(numel_t) * out_elem);
@@ -141,7 +142,6 @@ void CheckpointReader::read_slices(const std::string& kind, const std::string& n
   std::map<int64_t, std::vector<const Piece*>> shards;  // split offset -> flat slices of that saved shard
   for (const Piece& p : pieces) shards[axis_s >= 0 ? p.split_offset : 0].push_back(&p);
   int64_t covered = 0;
-  Buffer staging;
   for (const auto& [off_s, slices] : shards) {
     const Shape& local_s = slices.front()->local_shape;
     const int64_t len_s = rank0 ? 1 : local_s[axis];
@@ -149,21 +149,21 @@ void CheckpointReader::read_slices(const std::string& kind, const std::string& n
     if (hi <= lo) continue;  // this saved shard holds none of the target's elements
     const DType dtype_s = slices.front()->dtype;
     const int64_t numel_s = shape_numel(local_s);
-    if (staging.size() < static_cast<size_t>(numel_s) * dtype_size(dtype_s))
-      staging = Buffer(static_cast<size_t>(numel_s) * dtype_size(dtype_s));
+    if (staging_.size() < static_cast<size_t>(numel_s) * dtype_size(dtype_s))
+      staging_.resize(static_cast<size_t>(numel_s) * dtype_size(dtype_s));
     std::set<int64_t> seen;  // replicated copies (unsplit tensors on every TP rank) are read once
     int64_t read = 0;
     for (const Piece* p : slices) {
       if (!seen.insert(p->flat_offset).second) continue;
       TESSERA_CHECK(p->dtype == dtype_s && p->flat_offset + p->count <= numel_s, "slice of ", name, " in ",
                     file_names_[p->file], " does not fit its shard");
-      read_piece(*p, static_cast<char*>(staging.data()) + p->flat_offset * dtype_size(dtype_s));
+      read_piece(*p, static_cast<char*>(staging_.data()) + p->flat_offset * dtype_size(dtype_s));
       read += p->count;
     }
     TESSERA_CHECK(read == numel_s, "checkpoint ", folder_.string(), ": ", kind, " of '", name, "' (shard at offset ",
                   off_s, ") covers ", read, " of ", numel_s, " elements; a distributed-optimizer file is missing");
     for (int64_t o = 0; o < outer; ++o)
-      convert_copy(static_cast<const char*>(staging.data()) + ((o * len_s + lo - off_s) * inner) * dtype_size(dtype_s),
+      convert_copy(static_cast<const char*>(staging_.data()) + ((o * len_s + lo - off_s) * inner) * dtype_size(dtype_s),
                    dtype_s, static_cast<char*>(shard) + ((o * len_t + lo - off_t) * inner) * out_elem, out_dtype,
                    (hi - lo) * inner);
     covered += hi - lo;
