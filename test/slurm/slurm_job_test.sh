@@ -171,17 +171,16 @@ case $CASE in
     ;;
 
   convert_generate_dry_run)
-    # tessera-convert / tessera-generate do not exist yet: only the templates' argument and layout
-    # handling is tested (TESSERA_DRY_RUN=1 prints the srun command instead of running it)
+    # Only the templates' argument and layout handling is tested here (TESSERA_DRY_RUN=1 prints the
+    # srun command instead of running it); test/convert runs tessera-convert itself.
     mkdir -p "$WORK/ckpt" && echo 100 >"$WORK/ckpt/latest_checkpointed_iteration.txt"
     dry=("--export=ALL,TESSERA_DRY_RUN=1")
     submit_and_wait jid -N1 -n2 --ntasks-per-node=2 "${CPU_OPTS[@]}" "${dry[@]}" "$JOBS/convert.sbatch" \
-      "$CONFIGS/convert.toml" --set convert.save=ckpt-tp4-v2 --no-optimizer
+      "$CONFIGS/convert.toml" --set convert.output=ckpt-tp4-v2 --no-optim
     expect_state "$jid" COMPLETED 0:0
-    expect_out "$jid" "layout: ranks=2 \| target TP=4 PP=1 \(2 shard\(s\) per rank\) \| ckpt -> ckpt-tp4-v2"
-    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=2 --kill-on-bad-exit=1 tessera-convert --load ckpt --save ckpt-tp4-v2 --target-tensor-parallel-size 4 --target-pipeline-parallel-size 1 --no-optimizer"
-    dry_run_fails 3 "3 ranks \(SLURM_NTASKS\) do not divide the 4 target shards" "$JOBS/convert.sbatch" "$CONFIGS/convert.toml"
-    dry_run_fails 1 "\[convert\] load = 'nowhere': not found" "$JOBS/convert.sbatch" "$CONFIGS/convert.toml" --set convert.load=nowhere
+    expect_out "$jid" "tessera-convert reshard \| ranks=2 \(rank 0 converts\) \| ckpt -> ckpt-tp4-v2"
+    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=2 --kill-on-bad-exit=1 [^ ]*tessera-convert --command reshard --input ckpt --output ckpt-tp4-v2 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 1 --no-optim"
+    dry_run_fails 1 "\[convert\] input = 'nowhere': not found" "$JOBS/convert.sbatch" "$CONFIGS/convert.toml" --set convert.input=nowhere
     submit_and_wait jid -N1 -n2 --ntasks-per-node=2 "${CPU_OPTS[@]}" "${dry[@]}" "$JOBS/generate.sbatch" \
       "$CONFIGS/generate.toml" --prompts prompts.txt
     expect_state "$jid" COMPLETED 0:0

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "tessera/convert/start_point.h"
 #include "tessera/core/error.h"
 #include "tessera/core/logging.h"
 #include "tessera/runtime/main_guard.h"
@@ -85,6 +86,14 @@ int train_main(int argc, char** argv) {
   for (const auto& o : vm["set"].as<std::vector<std::string>>()) overrides.push_back(o);
 
   tessera::train::Config config = tessera::train::load_config(vm["config"].as<std::string>(), overrides);
+  // The checkpoint (or checkpoint.pretrained_hf model) the run starts from supplies the [model]
+  // keys the user did not set.
+  if (auto start = tessera::convert::start_point(config, overrides); !start.empty()) {
+    std::vector<std::string> all = start.defaults;
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    all.insert(all.end(), start.forced.begin(), start.forced.end());
+    config = tessera::train::load_config(vm["config"].as<std::string>(), all);
+  }
   if (vm.count("print-config")) {
     if (tessera::log::is_output_rank()) std::cout << config.to_toml();
     return 0;

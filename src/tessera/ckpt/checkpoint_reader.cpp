@@ -1,5 +1,5 @@
-// CheckpointReader: indexes a checkpoint folder's datasets by (kind, name) and reassembles global
-// tensors from their shards and flat slices, then cuts the slice the reading rank holds.
+// CheckpointReader: indexes a checkpoint folder's datasets by (kind, name); the trainer's loads go
+// through read_slices (checkpoint_reader_slices.cpp), which reads only the overlapping saved shards.
 #include "tessera/ckpt/checkpoint_reader.h"
 
 #include <algorithm>
@@ -16,44 +16,6 @@ namespace tessera::ckpt {
 namespace fs = std::filesystem;
 
 namespace {
-
-void to_double(const void* src, DType dtype, int64_t n, double* out) {
-  switch (dtype) {
-    case DType::f32: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<const float*>(src)[i]; return;
-    case DType::f64: std::memcpy(out, src, static_cast<size_t>(n) * sizeof(double)); return;
-    case DType::bf16:
-      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(static_cast<const bf16*>(src)[i]);
-      return;
-    case DType::f16:
-      for (int64_t i = 0; i < n; ++i) out[i] = f16_to_float(static_cast<const f16*>(src)[i]);
-      return;
-    default: TESSERA_FAIL("checkpoint tensors must be floating point, got ", dtype_name(dtype));
-  }
-}
-
-void from_double(const double* src, int64_t n, void* out, DType dtype) {
-  switch (dtype) {
-    case DType::f32: for (int64_t i = 0; i < n; ++i) static_cast<float*>(out)[i] = static_cast<float>(src[i]); return;
-    case DType::f64: std::memcpy(out, src, static_cast<size_t>(n) * sizeof(double)); return;
-    case DType::bf16:
-      for (int64_t i = 0; i < n; ++i) static_cast<bf16*>(out)[i] = float_to_bf16(static_cast<float>(src[i]));
-      return;
-    case DType::f16:
-      for (int64_t i = 0; i < n; ++i) static_cast<f16*>(out)[i] = float_to_f16(static_cast<float>(src[i]));
-      return;
-    default: TESSERA_FAIL("cannot load a checkpoint tensor into dtype ", dtype_name(dtype));
-  }
-}
-
-// Splits shape around axis: [outer, shape[axis], inner].
-void around(const Shape& shape, int axis, int64_t& outer, int64_t& inner) {
-  outer = 1;
-  inner = 1;
-  for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
-    if (i < axis) outer *= shape[i];
-    if (i > axis) inner *= shape[i];
-  }
-}
 
 Shape attr_shape(hid_t dataset, const char* name) {
   std::vector<int64_t> v = h5_attr_ints(dataset, name);
@@ -210,106 +172,14 @@ std::map<std::string, int64_t> CheckpointReader::model_info() const {
   return out;
 }
 
-std::vector<double> CheckpointReader::assemble(const std::string& kind, const std::string& name,
-                                               Shape& global_shape) const {
-  auto it = pieces_.find({kind, name});
-  TESSERA_CHECK(it != pieces_.end(), "checkpoint ", folder_.string(), " has no ", kind, " for tensor '", name, "'");
-  const std::vector<Piece>& pieces = it->second;
-  global_shape = pieces.front().global_shape;
-  const int axis = pieces.front().split_axis;
-  std::vector<double> global(static_cast<size_t>(shape_numel(global_shape)));
-
-  std::map<int64_t, std::vector<const Piece*>> shards;  // split_offset -> flat slices of that shard
-  for (const Piece& p : pieces) {
-    TESSERA_CHECK(p.global_shape == global_shape && p.split_axis == axis, "checkpoint ", folder_.string(), ": ",
-                  kind, " '", name, "' has inconsistent layouts across files (global ", shape_string(p.global_shape),
-                  " axis ", p.split_axis, " in ", file_names_[p.file], ")");
-    shards[p.split_offset].push_back(&p);
-  }
-  int64_t covered_along_axis = 0;
-  std::vector<char> staging;
-  for (const auto& [offset, slices] : shards) {
-    const Shape& local_shape = slices.front()->local_shape;
-    int64_t local_numel = shape_numel(local_shape);
-    std::vector<double> local(static_cast<size_t>(local_numel));
-    std::set<int64_t> seen;  // replicated copies (e.g. unsplit tensors on every TP rank) are read once
-    int64_t covered = 0;
-    for (const Piece* p : slices) {
-      if (!seen.insert(p->flat_offset).second) continue;
-      TESSERA_CHECK(p->flat_offset + p->count <= local_numel, "slice of ", name, " in ", file_names_[p->file],
-                    " exceeds its shard");
-      staging.resize(static_cast<size_t>(p->count) * dtype_size(p->dtype));
-      const std::string file = (folder_ / file_names_[p->file]).string();
-      try {
-        H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(files_[p->file]->get(), p->path.c_str(), H5P_DEFAULT), p->path));
-        h5_read_into(dataset.get(), p->dtype, staging.data());
-        h5_verify_checksum(dataset.get(), staging.data(), staging.size());
-      } catch (const Error& e) {
-        TESSERA_FAIL("checkpoint file ", file, " cannot be read at ", p->path, " (truncated or corrupt?): ",
-                     e.message());
-      }
-      to_double(staging.data(), p->dtype, p->count, local.data() + p->flat_offset);
-      covered += p->count;
-    }
-    TESSERA_CHECK(covered == local_numel, "checkpoint ", folder_.string(), ": ", kind, " of '", name,
-                  "' (shard at offset ", offset, ") covers ", covered, " of ", local_numel,
-                  " elements; a distributed-optimizer file is missing");
-    if (axis < 0) {
-      TESSERA_CHECK(local_shape == global_shape, "unsplit tensor ", name, " has local shape ",
-                    shape_string(local_shape), " but global ", shape_string(global_shape));
-      global = std::move(local);
-      covered_along_axis = axis;
-      break;
-    }
-    int64_t outer, inner;
-    around(global_shape, axis, outer, inner);
-    int64_t g = global_shape[axis], l = local_shape[axis];
-    TESSERA_CHECK(offset + l <= g, "shard of ", name, " at ", offset, " exceeds the global dim ", g);
-    for (int64_t o = 0; o < outer; ++o)
-      std::copy_n(local.data() + o * l * inner, l * inner, global.data() + (o * g + offset) * inner);
-    covered_along_axis += l;
-  }
-  if (axis >= 0)
-    TESSERA_CHECK(covered_along_axis == global_shape[axis], "checkpoint ", folder_.string(), ": the shards of ", kind,
-                  " '", name, "' cover ", covered_along_axis, " of ", global_shape[axis], " along axis ", axis,
-                  "; a model shard file is missing");
-  return global;
-}
-
-std::vector<double> CheckpointReader::local_values(const std::string& kind, const std::string& name,
-                                                   const TensorShard& target) const {
-  Shape saved_shape;
-  std::vector<double> global = assemble(kind, name, saved_shape);
-  Shape wanted = target.split_axis < 0 ? target.local.shape() : target.global_shape;
-  if (saved_shape != wanted) {
-    bool rows_only = saved_shape.size() == wanted.size() && !wanted.empty() && target.vocab_axis == 0;
-    for (size_t i = 1; rows_only && i < wanted.size(); ++i) rows_only = saved_shape[i] == wanted[i];
-    TESSERA_CHECK(rows_only, "checkpoint tensor '", name, "' in ",
-                  (folder_ / file_names_[pieces_.at({kind, name}).front().file]).string(), " has global shape ",
-                  shape_string(saved_shape), " but this model needs ", shape_string(wanted), " (", target.name,
-                  "); was it saved with another model configuration?");
-    // A different vocabulary padding (make_vocab_size_divisible_by x TP): keep the common rows.
-    int64_t row = shape_numel(wanted) / wanted[0];
-    std::vector<double> resized(static_cast<size_t>(shape_numel(wanted)), 0.0);
-    std::copy_n(global.data(), std::min(saved_shape[0], wanted[0]) * row, resized.data());
-    global = std::move(resized);
-  }
-  if (target.split_axis < 0) return global;
-  int64_t outer, inner;
-  around(wanted, target.split_axis, outer, inner);
-  int64_t g = wanted[target.split_axis], l = target.local.dim(target.split_axis), offset = target.split_offset;
-  std::vector<double> local(static_cast<size_t>(target.local.numel()));
-  for (int64_t o = 0; o < outer; ++o)
-    std::copy_n(global.data() + (o * g + offset) * inner, l * inner, local.data() + o * l * inner);
-  return local;
-}
-
 namespace {
-// Converts the doubles into `out` (any device): directly on the host, through a host copy for a GPU.
-void store_values(const double* values, const Tensor& out) {
-  if (out.device().is_cpu()) return from_double(values, out.numel(), out.data(), out.dtype());
+// Reads elements [flat_offset, +count) of target's local shard into `out` (any device): straight
+// into host memory, through a host copy for a GPU.
+void store_slices(const CheckpointReader& reader, const std::string& kind, const std::string& name,
+                  const TensorShard& target, int64_t flat_offset, int64_t count, const Tensor& out) {
+  if (out.device().is_cpu()) return reader.read_slices(kind, name, target, flat_offset, count, out.data(), out.dtype());
   Buffer staged(out.nbytes());
-  from_double(values, out.numel(), staged.data(), out.dtype());
+  reader.read_slices(kind, name, target, flat_offset, count, staged.data(), out.dtype());
   copy_synchronous(staged.as_tensor(out.dtype(), out.shape()), out);  // done before the staging buffer is freed
 }
 }  // namespace
@@ -317,8 +187,7 @@ void store_values(const double* values, const Tensor& out) {
 void CheckpointReader::read_model(const TensorShard& target, const std::string& source_name) const {
   const std::string& name = source_name.empty() ? target.name : source_name;
   std::string kind = has("main_param", name) ? "main_param" : "param";
-  std::vector<double> values = local_values(kind, name, target);
-  store_values(values.data(), target.local);
+  store_slices(*this, kind, name, target, 0, target.local.numel(), target.local);
 }
 
 void CheckpointReader::read_optimizer(const std::string& kind, const OptimizerSlice& slice, const Tensor& out,
@@ -326,10 +195,9 @@ void CheckpointReader::read_optimizer(const std::string& kind, const OptimizerSl
   const std::string& name = source_name.empty() ? slice.param.name : source_name;
   expect_tensor(out, DType::f32, {slice.count}, "optimizer state");
   std::string source_kind = kind == "main_param" && !has(kind, name) ? "param" : kind;
-  std::vector<double> values = local_values(source_kind, name, slice.param);
-  TESSERA_CHECK(slice.flat_offset + slice.count <= static_cast<int64_t>(values.size()), "optimizer slice of ", name,
-                " exceeds its shard");
-  store_values(values.data() + slice.flat_offset, out);
+  TESSERA_CHECK(slice.flat_offset >= 0 && slice.flat_offset + slice.count <= slice.param.local.numel(),
+                "optimizer slice of ", name, " exceeds its shard");
+  store_slices(*this, source_kind, name, slice.param, slice.flat_offset, slice.count, out);
 }
 
 }  // namespace tessera::ckpt

@@ -1,5 +1,6 @@
 // Reading a checkpoint folder written under any TP / PP / DP layout: indexes every shard file's
-// self-describing datasets and reassembles the slice a rank asks for in its own layout (resharding).
+// self-describing datasets and reads the slice a rank asks for in its own layout (resharding by
+// slices: only the saved shards that overlap it, straight into the destination).
 #pragma once
 #include <filesystem>
 #include <map>
@@ -46,6 +47,26 @@ class CheckpointReader {
   void read_optimizer(const std::string& kind, const OptimizerSlice& slice, const Tensor& out,
                       const std::string& source_name = "") const;
 
+  // Slice-wise loading (checkpoint_reader_slices.cpp): reads only the saved shards that overlap the
+  // target's local shard, straight into `out` (elements [flat_offset, flat_offset + count) of the
+  // target's local shard, any floating dtype, host memory), converting dtypes block by block; a
+  // saved piece holding exactly those elements in out's dtype is read directly into out.
+  void read_slices(const std::string& kind, const std::string& name, const TensorShard& target, int64_t flat_offset,
+                   int64_t count, void* out, DType out_dtype) const;
+
+  // For converters (checkpoint_reader_global.cpp): every indexed (kind, name) with its saved layout,
+  // and a whole saved global tensor as f32.
+  struct TensorEntry {
+    std::string kind, name;
+    Shape global_shape;
+    int split_axis = -1;
+    DType dtype = DType::f32;
+    int shards = 0;                  // distinct split offsets
+    std::vector<std::string> files;  // files holding a piece
+  };
+  std::vector<TensorEntry> tensors() const;
+  std::vector<float> read_global(const std::string& kind, const std::string& name, Shape& global_shape) const;
+
  private:
   struct Piece {
     size_t file = 0;
@@ -60,11 +81,11 @@ class CheckpointReader {
   std::vector<std::string> expected_files() const;
   void index_file(size_t file_index, const std::string& file_name);
   void index_group(size_t file_index, hid_t group, const std::string& path, const std::string& kind);
-  // The whole saved global tensor, as doubles (exact for f32/bf16/f16/f64), and its global shape.
-  std::vector<double> assemble(const std::string& kind, const std::string& name, Shape& global_shape) const;
-  std::vector<double> local_values(const std::string& kind, const std::string& name,
-                                   const TensorShard& target) const;
-
+  // Reads one piece (its whole dataset) into dst (the piece's dtype) and verifies its checksum.
+  void read_piece(const Piece& piece, void* dst) const;
+  // Reused read buffers of read_slices (saved shard bytes, assembled target shard): fresh large
+  // allocations per tensor cost page faults; they live as long as the reader.
+  mutable std::vector<char> staging_, assembled_;
   std::filesystem::path folder_;
   std::vector<std::unique_ptr<H5Id>> files_;
   std::vector<std::string> file_names_;

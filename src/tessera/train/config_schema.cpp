@@ -118,6 +118,9 @@ const std::vector<KeySpec>& config_schema() {
       {"checkpoint", "no_load_optim", VT::boolean, false, "do not load optimizer state"},
       {"checkpoint", "no_load_rng", VT::boolean, false, "do not load RNG state (the checkpoint's seed)"},
       {"checkpoint", "finetune", VT::boolean, false, "load weights only, reset iteration and optimizer"},
+      {"checkpoint", "pretrained_hf", VT::string, S(""),
+       "Hugging Face model folder to start from when checkpoint.load has nothing to resume (imported into "
+       "<save>/pretrained_hf, then loaded with finetune; its [model] keys are defaults)"},
       {"checkpoint", "keep_last_n", VT::integer, int64_t{0}, "keep only the newest N checkpoints (0: keep all)"},
       // [logging]
       {"logging", "log_interval", VT::integer, int64_t{10}, "iterations between log lines"},

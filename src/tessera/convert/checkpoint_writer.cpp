@@ -1,0 +1,290 @@
+#include "tessera/convert/checkpoint_writer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "tessera/ckpt/checkpoint_layout.h"
+#include "tessera/ckpt/h5_file.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
+
+namespace tessera::convert {
+
+namespace fs = std::filesystem;
+using ckpt::H5Id;
+
+struct CheckpointWriter::File {
+  std::string path;
+  ckpt::ShardCoordinates coords;
+  H5Id file;
+  std::map<std::string, H5Id> groups;  // "model", "optimizer", "optimizer/exp_avg", ...
+  hid_t group(const std::string& name) {
+    auto it = groups.find(name);
+    if (it != groups.end()) return it->second.get();
+    const auto slash = name.rfind('/');
+    hid_t parent = slash == std::string::npos ? file.get() : group(name.substr(0, slash));
+    H5Id created = ckpt::h5_create_group(parent, slash == std::string::npos ? name : name.substr(slash + 1));
+    return groups.emplace(name, std::move(created)).first->second.get();
+  }
+};
+
+DType parse_params_dtype(const std::string& text, const std::string& option) {
+  if (text == "fp32" || text == "f32") return DType::f32;
+  if (text == "bf16") return DType::bf16;
+  if (text == "fp16" || text == "f16") return DType::f16;
+  TESSERA_CONFIG_FAIL(option, " '", text, "' is not allowed; allowed: fp32, bf16, fp16");
+}
+
+namespace {
+
+void write_header(hid_t file, int64_t iteration, const ckpt::ShardCoordinates& c, DType params_dtype,
+                  bool distributed) {
+  using ckpt::h5_set_attr;
+  h5_set_attr(file, "format", std::string("tessera-checkpoint"));
+  h5_set_attr(file, "format_version", int64_t{1});
+  h5_set_attr(file, "checkpoint_version", 3.0);
+  h5_set_attr(file, "tessera_version", std::string(TESSERA_VERSION));
+  unsigned major = 0, minor = 0, release = 0;
+  TESSERA_H5_CHECK(H5get_libversion(&major, &minor, &release), "HDF5 version");
+  h5_set_attr(file, "hdf5_version", std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release));
+  h5_set_attr(file, "iteration", iteration);
+  h5_set_attr(file, "tp_rank", int64_t{c.tp_rank});
+  h5_set_attr(file, "tp_size", int64_t{c.tp_size});
+  h5_set_attr(file, "pp_rank", int64_t{c.pp_rank});
+  h5_set_attr(file, "pp_size", int64_t{c.pp_size});
+  h5_set_attr(file, "ep_rank", int64_t{c.ep_rank});
+  h5_set_attr(file, "ep_size", int64_t{c.ep_size});
+  h5_set_attr(file, "dp_rank", int64_t{c.dp_rank});
+  h5_set_attr(file, "dp_size", int64_t{c.dp_size});
+  h5_set_attr(file, "world_size", int64_t{c.world_size});
+  h5_set_attr(file, "params_dtype", std::string(dtype_name(params_dtype)));
+  h5_set_attr(file, "distributed_optimizer", int64_t{distributed ? 1 : 0});
+}
+
+std::string nonce() {
+  std::random_device device;
+  uint64_t mixed = (uint64_t{device()} << 32) ^ device() ^
+                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  char buffer[24];
+  std::snprintf(buffer, sizeof buffer, "%012llx", static_cast<unsigned long long>(mixed & 0xffffffffffffull));
+  return buffer;
+}
+
+// Local piece [offset, offset + len) along axis of a row-major global tensor.
+void slice_along(const float* global, const Shape& shape, int axis, int64_t offset, int64_t len, float* out) {
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < static_cast<int>(shape.size()); ++i) {
+    if (i < axis) outer *= shape[i];
+    if (i > axis) inner *= shape[i];
+  }
+  const int64_t g = shape[axis];
+  for (int64_t o = 0; o < outer; ++o) std::copy_n(global + (o * g + offset) * inner, len * inner, out + o * len * inner);
+}
+
+}  // namespace
+
+CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t iteration, const TargetLayout& layout,
+                                   DType params_dtype, bool with_optimizer)
+    : dir_(dir), iteration_(iteration), layout_(layout), params_dtype_(params_dtype), with_optimizer_(with_optimizer) {
+  ckpt::h5_quiet();
+  TESSERA_CHECK(layout.tp >= 1 && layout.pp >= 1 && layout.dp >= 1 && layout.ep == 1, "target layout TP=", layout.tp,
+                " PP=", layout.pp, " DP=", layout.dp, " EP=", layout.ep, " (expert parallelism needs MoE models)");
+  if (layout_.dp == 1) layout_.distributed_optimizer = false;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir)) TESSERA_CONFIG_FAIL("cannot create output folder ", dir.string(), ": ", ec.message());
+  const fs::path final_dir = dir / ckpt::iteration_dir_name(iteration);
+  if (fs::exists(final_dir))
+    TESSERA_CONFIG_FAIL("output ", final_dir.string(), " already exists; choose another --output or remove it");
+  tmp_ = dir / (ckpt::iteration_dir_name(iteration) + ".tmp-" + nonce());
+  fs::create_directories(tmp_, ec);
+  TESSERA_CHECK(fs::is_directory(tmp_), "cannot create ", tmp_.string(), ": ", ec.message());
+
+  const int world = layout_.tp * layout_.pp * layout_.dp;
+  for (int pp = 0; pp < layout_.pp; ++pp)
+    for (int tp = 0; tp < layout_.tp; ++tp) {
+      ckpt::ShardCoordinates c{tp, layout_.tp, pp, layout_.pp, 0, 1, 0, layout_.dp, 0, world};
+      c.world_rank = tp + layout_.tp * layout_.dp * pp;
+      auto f = std::make_unique<File>();
+      f->path = (tmp_ / ckpt::model_shard_file_name(c)).string();
+      f->coords = c;
+      f->file = ckpt::h5_create_file(f->path);
+      write_header(f->file.get(), iteration, c, params_dtype, layout_.distributed_optimizer && with_optimizer);
+      model_files_.push_back(std::move(f));
+      if (!(with_optimizer && layout_.distributed_optimizer)) continue;
+      for (int dp = 0; dp < layout_.dp; ++dp) {
+        c.dp_rank = dp;
+        c.world_rank = tp + layout_.tp * (dp + layout_.dp * pp);
+        auto o = std::make_unique<File>();
+        o->path = (tmp_ / ckpt::distributed_optimizer_file_name(c)).string();
+        o->coords = c;
+        o->file = ckpt::h5_create_file(o->path);
+        write_header(o->file.get(), iteration, c, params_dtype, true);
+        optimizer_files_.push_back(std::move(o));
+      }
+    }
+}
+
+CheckpointWriter::~CheckpointWriter() {
+  if (committed_) return;
+  model_files_.clear();
+  optimizer_files_.clear();
+  std::error_code ec;
+  fs::remove_all(tmp_, ec);  // never leave a half-written checkpoint behind
+}
+
+CheckpointWriter::File& CheckpointWriter::model_file(int tp, int pp) {
+  return *model_files_.at(static_cast<size_t>(pp * layout_.tp + tp));
+}
+
+CheckpointWriter::File& CheckpointWriter::optimizer_file(int tp, int pp, int dp) {
+  return *optimizer_files_.at(static_cast<size_t>((pp * layout_.tp + tp) * layout_.dp + dp));
+}
+
+void CheckpointWriter::write_piece(File& file, const std::string& group, const models::CheckpointTensor& t,
+                                   int tp_rank, const float* global, DType dtype, int64_t flat_offset,
+                                   int64_t count) {
+  Shape local = t.global_shape;
+  int64_t split_offset = 0;
+  const float* values = global;
+  if (t.split_axis >= 0) {
+    TESSERA_CHECK(local[t.split_axis] % layout_.tp == 0, "tensor ", t.name, " dim ", local[t.split_axis],
+                  " does not split over TP=", layout_.tp);
+    local[t.split_axis] /= layout_.tp;
+    split_offset = tp_rank * local[t.split_axis];
+    piece_.resize(static_cast<size_t>(shape_numel(local)));
+    slice_along(global, t.global_shape, t.split_axis, split_offset, local[t.split_axis], piece_.data());
+    values = piece_.data();
+  }
+  const int64_t local_numel = shape_numel(local);
+  const bool partial = count != local_numel;
+  values += flat_offset;
+  Shape stored = partial ? Shape{count} : local;
+  const void* data = values;
+  if (dtype != DType::f32) {
+    half_.resize(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i)
+      half_[i] = dtype == DType::bf16 ? float_to_bf16(values[i]).bits : float_to_f16(values[i]).bits;
+    data = half_.data();
+  }
+  hid_t parent = file.group(group);
+  const std::string where = file.path + " " + group + "/" + t.name;
+  try {
+    ckpt::h5_write_tensor(parent, t.name, Tensor(const_cast<void*>(data), dtype, stored));
+    H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(parent, t.name.c_str(), H5P_DEFAULT), where));
+    ckpt::h5_set_attr(dataset.get(), "global_shape", std::vector<int64_t>(t.global_shape.begin(), t.global_shape.end()));
+    ckpt::h5_set_attr(dataset.get(), "split_axis", int64_t{t.split_axis});
+    ckpt::h5_set_attr(dataset.get(), "split_offset", split_offset);
+    ckpt::h5_set_attr(dataset.get(), "local_shape", std::vector<int64_t>(local.begin(), local.end()));
+    if (group != "model") {
+      ckpt::h5_set_attr(dataset.get(), "flat_offset", flat_offset);
+      ckpt::h5_set_attr(dataset.get(), "count", count);
+    }
+  } catch (const Error& e) {
+    TESSERA_FAIL("writing ", where, ": ", e.message());
+  }
+}
+
+void CheckpointWriter::write_param(const models::CheckpointTensor& t, const float* global) {
+  for (int stage : t.stages)
+    for (int tp = 0; tp < layout_.tp; ++tp) {
+      const int64_t n = shape_numel(t.global_shape) / (t.split_axis >= 0 ? layout_.tp : 1);
+      write_piece(model_file(tp, stage), "model", t, tp, global, params_dtype_, 0, n);
+    }
+}
+
+void CheckpointWriter::write_optimizer(const std::string& kind, const models::CheckpointTensor& t,
+                                       const float* global) {
+  TESSERA_CHECK(with_optimizer_, "write_optimizer on a writer created without optimizer state");
+  const int64_t n = shape_numel(t.global_shape) / (t.split_axis >= 0 ? layout_.tp : 1);
+  for (int stage : t.stages)
+    for (int tp = 0; tp < layout_.tp; ++tp) {
+      if (!layout_.distributed_optimizer) {
+        write_piece(model_file(tp, stage), "optimizer/" + kind, t, tp, global, DType::f32, 0, n);
+        continue;
+      }
+      // Any contiguous cover of each shard is valid (readers concatenate the slices): DP rank d
+      // gets [d n / dp, (d + 1) n / dp) of the shard.
+      for (int dp = 0; dp < layout_.dp; ++dp) {
+        const int64_t begin = n * dp / layout_.dp, end = n * (dp + 1) / layout_.dp;
+        if (end > begin)
+          write_piece(optimizer_file(tp, stage, dp), "optimizer/" + kind, t, tp, global, DType::f32, begin,
+                      end - begin);
+      }
+    }
+}
+
+fs::path CheckpointWriter::commit(const CommonInfo& info) {
+  using ckpt::h5_set_attr;
+  const auto& o = info.optimizer;
+  auto optimizer_attrs = [&](hid_t group) {
+    h5_set_attr(group, "step", o.step);
+    h5_set_attr(group, "loss_scale", o.loss_scale);
+    h5_set_attr(group, "growth_tracker", o.growth_tracker);
+    h5_set_attr(group, "hysteresis", o.hysteresis);
+    h5_set_attr(group, "distributed", int64_t{layout_.distributed_optimizer ? 1 : 0});
+  };
+  if (with_optimizer_) {
+    for (auto& f : model_files_)
+      if (!layout_.distributed_optimizer) optimizer_attrs(f->group("optimizer"));
+    for (auto& f : optimizer_files_) optimizer_attrs(f->group("optimizer"));
+  }
+  for (auto* files : {&model_files_, &optimizer_files_})
+    for (auto& f : *files) {
+      f->groups.clear();
+      ckpt::h5_close_and_sync(f->file, f->path);
+    }
+
+  const fs::path common_path = tmp_ / ckpt::kCommonFile;
+  H5Id file = ckpt::h5_create_file(common_path.string());
+  const int world = layout_.tp * layout_.pp * layout_.dp;
+  ckpt::ShardCoordinates c0{0, layout_.tp, 0, layout_.pp, 0, 1, 0, layout_.dp, 0, world};
+  write_header(file.get(), iteration_, c0, params_dtype_, layout_.distributed_optimizer && with_optimizer_);
+  const auto& p = info.progress;
+  H5Id progress = ckpt::h5_create_group(file.get(), "progress");
+  h5_set_attr(progress.get(), "iteration", p.iteration);
+  h5_set_attr(progress.get(), "consumed_samples", p.consumed_samples);
+  h5_set_attr(progress.get(), "eval_consumed_samples", p.eval_consumed_samples);
+  h5_set_attr(progress.get(), "skipped_iterations", p.skipped_iterations);
+  h5_set_attr(progress.get(), "nan_iterations", p.nan_iterations);
+  H5Id rng = ckpt::h5_create_group(file.get(), "rng");
+  h5_set_attr(rng.get(), "generator", std::string("philox4x32-10, counter-based: Philox(seed, stream, index)"));
+  h5_set_attr(rng.get(), "seed", p.seed);
+  std::vector<int64_t> table;  // world_rank, tp_rank, pp_rank, dp_rank, ep_rank, seed (TP fastest, then DP, PP)
+  for (int r = 0; r < world; ++r)
+    for (int64_t v : {int64_t{r}, int64_t{r % layout_.tp}, int64_t{r / (layout_.tp * layout_.dp)},
+                      int64_t{(r / layout_.tp) % layout_.dp}, int64_t{0}, p.seed})
+      table.push_back(v);
+  ckpt::h5_write_tensor(rng.get(), "ranks", Tensor(table.data(), DType::i64, {world, 6}));
+  H5Id scheduler = ckpt::h5_create_group(file.get(), "scheduler");
+  h5_set_attr(scheduler.get(), "num_steps", p.iteration);
+  for (const auto& [key, value] : info.metadata.scheduler) h5_set_attr(scheduler.get(), key, value);
+  for (const auto& [key, value] : info.metadata.scheduler_names) h5_set_attr(scheduler.get(), key, value);
+  H5Id model = ckpt::h5_create_group(file.get(), "model_info");
+  for (const auto& [key, value] : info.metadata.model) h5_set_attr(model.get(), key, value);
+  H5Id optimizer = ckpt::h5_create_group(file.get(), "optimizer");
+  h5_set_attr(optimizer.get(), "saved", int64_t{with_optimizer_ ? 1 : 0});
+  if (with_optimizer_) optimizer_attrs(optimizer.get());
+  ckpt::h5_write_string(file.get(), "config_toml", info.metadata.config_toml);
+  optimizer = H5Id();
+  model = H5Id();
+  scheduler = H5Id();
+  rng = H5Id();
+  progress = H5Id();
+  ckpt::h5_close_and_sync(file, common_path.string());
+
+  ckpt::fsync_directory(tmp_);
+  const fs::path final_dir = dir_ / ckpt::iteration_dir_name(iteration_);
+  std::error_code ec;
+  fs::rename(tmp_, final_dir, ec);
+  TESSERA_CHECK(!ec, "renaming ", tmp_.string(), " to ", final_dir.string(), ": ", ec.message());
+  committed_ = true;
+  ckpt::fsync_directory(dir_);
+  ckpt::write_tracker_atomically(dir_, iteration_);
+  return final_dir;
+}
+
+}  // namespace tessera::convert

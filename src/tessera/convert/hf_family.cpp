@@ -1,0 +1,83 @@
+#include "tessera/convert/hf_family.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "tessera/core/error.h"
+#include "tessera/pipeline/pipeline_layout.h"
+
+namespace tessera::convert {
+
+namespace {
+
+void check_gpt2_exportable(const train::ModelConfig& m) {
+  auto need = [](bool ok, const char* key, const std::string& value, const char* allowed) {
+    if (!ok)
+      TESSERA_CONFIG_FAIL("model.", key, " = ", value, " cannot be written as a Hugging Face GPT-2 (it needs ", allowed,
+                          ")");
+  };
+  need(m.architecture == "gpt", "architecture", m.architecture, "gpt");
+  need(m.position_embedding_type == "learned_absolute", "position_embedding_type", m.position_embedding_type,
+       "learned_absolute");
+  need(m.normalization == "layernorm", "normalization", m.normalization, "layernorm");
+  need(m.activation == "gelu", "activation", m.activation, "gelu");
+  need(!m.untie_embeddings_and_output_weights, "untie_embeddings_and_output_weights", "true", "false");
+  need(m.num_query_groups == m.num_attention_heads, "num_query_groups", std::to_string(m.num_query_groups),
+       "num_query_groups = num_attention_heads");
+  need(m.num_experts == 0, "num_experts", std::to_string(m.num_experts), "0");
+}
+
+// GPT's checkpoint tensors at config's layout: the pipeline's chunks of every stage.
+std::vector<models::CheckpointTensor> gpt_tensors_at_layout(const train::Config& config, int64_t vocab_size) {
+  const int pp = static_cast<int>(config.parallel.pipeline_model_parallel_size);
+  if (pp < 1) TESSERA_CONFIG_FAIL("parallel.pipeline_model_parallel_size = ", pp, " must be positive");
+  std::vector<std::vector<models::ChunkLayout>> stage_chunks;
+  for (int stage = 0; stage < pp; ++stage)
+    stage_chunks.push_back(parallel::pipeline_chunk_layouts(config.model.num_layers, config.parallel, pp, stage));
+  return models::gpt_checkpoint_tensors(config.model, config.parallel.tensor_model_parallel_size, stage_chunks,
+                                        vocab_size);
+}
+
+}  // namespace
+
+const std::vector<HfFamily>& hf_families() {
+  static const std::vector<HfFamily> families = {
+      {"gpt2", "gpt", models::gpt2_model_keys_from_hf, models::gpt2_hf_names, models::gpt2_hf_config,
+       check_gpt2_exportable, gpt_tensors_at_layout},
+  };
+  return families;
+}
+
+std::string supported_model_types() {
+  std::string list;
+  for (const HfFamily& f : hf_families()) list += (list.empty() ? "" : ", ") + f.model_type;
+  return list;
+}
+
+const HfFamily& hf_family(const std::string& model_type, const std::string& where) {
+  for (const HfFamily& f : hf_families())
+    if (f.model_type == model_type) return f;
+  TESSERA_CONFIG_FAIL(where, ": model_type '", model_type, "' is not supported; supported: ", supported_model_types());
+}
+
+const HfFamily& hf_family_for_architecture(const std::string& architecture, const std::string& where) {
+  for (const HfFamily& f : hf_families())
+    if (f.architecture == architecture) return f;
+  TESSERA_CONFIG_FAIL(where, ": model.architecture '", architecture,
+                      "' has no Hugging Face export; supported model_types: ", supported_model_types());
+}
+
+nlohmann::json read_hf_config_json(const std::string& dir) {
+  const std::filesystem::path path = std::filesystem::path(dir) / "config.json";
+  std::ifstream in(path);
+  if (!in) TESSERA_CONFIG_FAIL("cannot open Hugging Face config '", path.string(), "' (is '", dir, "' an HF model folder?)");
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (!j.is_object()) TESSERA_CONFIG_FAIL(path.string(), ": not a JSON object");
+    return j;
+  } catch (const nlohmann::json::exception& e) {
+    TESSERA_CONFIG_FAIL(path.string(), ": invalid JSON: ", e.what());
+  }
+}
+
+}  // namespace tessera::convert

@@ -1,0 +1,126 @@
+#include "tessera/convert/hf_import.h"
+
+#include <map>
+#include <set>
+
+#include "tessera/ckpt/safetensors.h"
+#include "tessera/convert/checkpoint_writer.h"
+#include "tessera/convert/hf_family.h"
+#include "tessera/convert/hf_layout.h"
+#include "tessera/convert/stored_config.h"
+#include "tessera/core/error.h"
+#include "tessera/models/vocab.h"
+
+namespace tessera::convert {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// HF buffers that are not parameters (GPT-2's causal mask) and the tied head, which HF drops on save.
+bool ignorable(const std::string& name) {
+  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight";
+}
+
+// The checkpoint's key for an HF name: save_pretrained writes "transformer.h.0...", the hub's
+// base-model files "h.0..." (no prefix); accept both.
+std::string find_key(const ckpt::SafetensorsCheckpoint& st, const std::string& hf_name) {
+  if (st.contains(hf_name)) return hf_name;
+  const auto dot = hf_name.find('.');
+  if (dot != std::string::npos && st.contains(hf_name.substr(dot + 1))) return hf_name.substr(dot + 1);
+  return "";
+}
+
+std::string where(const ckpt::SafetensorsCheckpoint& st, const std::string& key) {
+  return st.file_of(key).path().string();
+}
+
+}  // namespace
+
+ImportResult import_hf(const fs::path& hf_dir, const fs::path& output, const LayoutOptions& options) {
+  const nlohmann::json hf_config = read_hf_config_json(hf_dir.string());
+  const std::string config_path = (hf_dir / "config.json").string();
+  if (!hf_config.contains("model_type") || !hf_config["model_type"].is_string())
+    TESSERA_CONFIG_FAIL(config_path, ": no \"model_type\" string; supported: ", supported_model_types());
+  const HfFamily& family = hf_family(hf_config["model_type"].get<std::string>(), config_path);
+  int64_t vocab = 0;
+  std::vector<std::string> keys = family.model_keys(hf_config, config_path, vocab);
+  const DType dtype = parse_params_dtype(options.params_dtype.value_or("fp32"), "--params-dtype");
+  const std::string precision = dtype == DType::f32 ? "fp32" : dtype == DType::bf16 ? "bf16" : "fp16";
+  for (const std::string& key : std::vector<std::string>{
+           "parallel.tensor_model_parallel_size=" + std::to_string(options.tensor_model_parallel_size),
+           "parallel.pipeline_model_parallel_size=" + std::to_string(options.pipeline_model_parallel_size),
+           "parallel.num_layers_per_virtual_pipeline_stage=" +
+               std::to_string(options.num_layers_per_virtual_pipeline_stage),
+           "parallel.expert_model_parallel_size=" + std::to_string(options.expert_model_parallel_size),
+           "parallel.use_distributed_optimizer=" + std::string(options.use_distributed_optimizer ? "true" : "false"),
+           "model.make_vocab_size_divisible_by=" + std::to_string(options.make_vocab_size_divisible_by.value_or(128)),
+           "training.precision=\"" + precision + "\""})
+    keys.push_back(key);
+  if (options.expert_model_parallel_size != 1)
+    TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", options.expert_model_parallel_size,
+                        ": ", family.model_type, " has no experts (expert parallelism needs a MoE family)");
+  const train::Config config = conversion_config(keys, vocab);
+  const std::vector<models::CheckpointTensor> tensors = family.checkpoint_tensors(config, vocab);
+
+  // Every HF tensor must be known, every needed one present with the expected shape.
+  const auto st = ckpt::SafetensorsCheckpoint::open(hf_dir);
+  const std::vector<models::HfTensorName> names = family.tensor_names(config.model);
+  std::map<std::string, const models::HfTensorName*> by_tessera;
+  std::set<std::string> used;
+  HfLayoutContext ctx{config.model.num_attention_heads, vocab};
+  for (const auto& n : names) {
+    by_tessera[n.tessera] = &n;
+    const std::string key = find_key(st, n.hf);
+    if (key.empty())
+      TESSERA_CONFIG_FAIL((st.sharded() ? st.path() : st.files().front().path()).string(), ": missing tensor '", n.hf, "' (", family.model_type, " with ",
+                          config.model.num_layers, " layers needs it)");
+    used.insert(key);
+  }
+  for (const std::string& name : st.names())
+    if (!used.count(name) && !ignorable(name))
+      TESSERA_CONFIG_FAIL(where(st, name), ": unexpected tensor '", name, "' (not part of a ", family.model_type,
+                          " with ", config.model.num_layers, " layers)");
+
+  const int64_t tp = options.tensor_model_parallel_size;
+  TargetLayout target{static_cast<int>(tp), static_cast<int>(options.pipeline_model_parallel_size), 1, 1, false};
+  CheckpointWriter writer(output, 0, target, dtype, false);
+  ImportResult result;
+  std::vector<float> hf_values, global;
+  for (const models::CheckpointTensor& t : tensors) {
+    // The tied output layer copy on the last stage holds the word embedding.
+    const std::string source = !t.copy_of.empty() && !by_tessera.count(t.name) ? t.copy_of : t.name;
+    auto it = by_tessera.find(source);
+    TESSERA_CHECK(it != by_tessera.end(), "no Hugging Face name for ", source);
+    const models::HfTensorName& n = *it->second;
+    const std::string key = find_key(st, n.hf);
+    const auto& info = st.info(key);
+    const Shape want = hf_shape(n.layout, t.global_shape, ctx);
+    if (info.shape != want)
+      TESSERA_CONFIG_FAIL(where(st, key), ": tensor '", key, "' has shape ", shape_string(info.shape), ", expected ",
+                          shape_string(want), " (from ", config_path, ")");
+    hf_values = st.read_as_f32(key);  // ConfigError naming file and tensor for other dtypes
+    global.resize(static_cast<size_t>(shape_numel(t.global_shape)));
+    hf_to_tessera(n.layout, hf_values.data(), t.global_shape, ctx, global.data());
+    writer.write_param(t, global.data());
+    ++result.tensors;
+    result.bytes_written += static_cast<int64_t>(t.stages.size()) * shape_numel(t.global_shape) *
+                            static_cast<int64_t>(dtype_size(dtype));
+  }
+
+  CommonInfo common;
+  common.progress.seed = config.training.seed;
+  common.metadata.params_dtype = std::string(dtype_name(dtype));
+  common.metadata.config_toml = config.to_toml();
+  common.metadata.model = {
+      {"vocab_size", vocab},
+      {"padded_vocab_size", models::padded_vocab_size(vocab, config.model.make_vocab_size_divisible_by, tp)},
+      {"num_layers", config.model.num_layers},
+      {"hidden_size", config.model.hidden_size},
+      {"num_attention_heads", config.model.num_attention_heads},
+      {"seq_length", config.model.seq_length}};
+  result.folder = writer.commit(common);
+  return result;
+}
+
+}  // namespace tessera::convert

@@ -1,0 +1,20 @@
+// reshard: a Tessera checkpoint -> the same checkpoint at another TP / PP / virtual PP / DP layout
+// (the distributed optimizer's state re-split over the new DP size, or dropped with no_optim) and
+// optionally another params dtype; progress, scheduler and RNG seed are kept.
+#pragma once
+#include <filesystem>
+#include <optional>
+
+#include "tessera/convert/convert_options.h"
+
+namespace tessera::convert {
+
+struct ReshardResult {
+  std::filesystem::path folder;
+  int64_t tensors = 0;
+};
+
+ReshardResult reshard(const std::filesystem::path& input, std::optional<int64_t> iteration,
+                      const std::filesystem::path& output, const LayoutOptions& layout, bool no_optim);
+
+}  // namespace tessera::convert

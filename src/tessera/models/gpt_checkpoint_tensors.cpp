@@ -1,0 +1,74 @@
+#include "tessera/models/gpt_checkpoint_tensors.h"
+
+#include <map>
+
+#include "tessera/core/error.h"
+#include "tessera/models/vocab.h"
+
+namespace tessera::models {
+
+void check_gpt_tensor_parallel(const TransformerConfig& m, int64_t tp) {
+  if (tp < 1) TESSERA_CONFIG_FAIL("parallel.tensor_model_parallel_size = ", tp, " must be positive");
+  auto divides = [&](int64_t value, const char* key) {
+    if (value % tp != 0)
+      TESSERA_CONFIG_FAIL("parallel.tensor_model_parallel_size = ", tp, " does not divide ", key, " = ", value);
+  };
+  divides(m.num_attention_heads, "model.num_attention_heads");
+  divides(m.num_query_groups, "model.num_query_groups");
+  divides(m.ffn_hidden_size, "model.ffn_hidden_size");
+}
+
+std::vector<CheckpointTensor> gpt_checkpoint_tensors(const TransformerConfig& m, int64_t tp,
+                                                     const std::vector<std::vector<ChunkLayout>>& stage_chunks,
+                                                     int64_t vocab_size) {
+  check_gpt_tensor_parallel(m, tp);
+  const int pp = static_cast<int>(stage_chunks.size());
+  const int64_t h = m.hidden_size, ffn = m.ffn_hidden_size;
+  const int64_t qkv_rows = h + 2 * m.num_query_groups * m.head_dim();
+  const int64_t vocab = padded_vocab_size(vocab_size, m.make_vocab_size_divisible_by, tp);
+
+  std::vector<CheckpointTensor> tensors;
+  std::map<std::string, size_t> index;
+  auto add = [&](const std::string& name, Shape shape, int axis, int stage, bool vocab_rows = false,
+                 const std::string& copy_of = "") {
+    auto [it, fresh] = index.emplace(name, tensors.size());
+    if (fresh) tensors.push_back({name, std::move(shape), axis, vocab_rows, copy_of, {}});
+    tensors[it->second].stages.push_back(stage);
+  };
+  for (int stage = 0; stage < pp; ++stage) {
+    bool stage_has_embedding = false;
+    for (const ChunkLayout& chunk : stage_chunks[static_cast<size_t>(stage)]) {
+      if (chunk.has_embedding) {
+        stage_has_embedding = true;
+        add("embedding.word_embeddings.weight", {vocab, h}, 0, stage, true);
+        add("embedding.position_embeddings.weight", {m.max_position_embeddings, h}, -1, stage);
+      }
+      int64_t count = chunk.num_layers < 0 ? m.num_layers - chunk.first_layer : chunk.num_layers;
+      for (int64_t l = chunk.first_layer; l < chunk.first_layer + count; ++l) {
+        const std::string p = "decoder.layers." + std::to_string(l) + ".";
+        add(p + "input_layernorm.weight", {h}, -1, stage);
+        add(p + "input_layernorm.bias", {h}, -1, stage);
+        add(p + "self_attention.linear_qkv.weight", {qkv_rows, h}, 0, stage);
+        add(p + "self_attention.linear_qkv.bias", {qkv_rows}, 0, stage);
+        add(p + "self_attention.linear_proj.weight", {h, h}, 1, stage);
+        add(p + "self_attention.linear_proj.bias", {h}, -1, stage);
+        add(p + "pre_mlp_layernorm.weight", {h}, -1, stage);
+        add(p + "pre_mlp_layernorm.bias", {h}, -1, stage);
+        add(p + "mlp.linear_fc1.weight", {ffn, h}, 0, stage);
+        add(p + "mlp.linear_fc1.bias", {ffn}, 0, stage);
+        add(p + "mlp.linear_fc2.weight", {h, ffn}, 1, stage);
+        add(p + "mlp.linear_fc2.bias", {h}, -1, stage);
+      }
+      if (chunk.has_head) {
+        add("decoder.final_layernorm.weight", {h}, -1, stage);
+        add("decoder.final_layernorm.bias", {h}, -1, stage);
+        // The tied output layer: a copy on a last stage that does not hold the embedding.
+        if (!stage_has_embedding)
+          add("output_layer.weight", {vocab, h}, 0, stage, true, "embedding.word_embeddings.weight");
+      }
+    }
+  }
+  return tensors;
+}
+
+}  // namespace tessera::models
