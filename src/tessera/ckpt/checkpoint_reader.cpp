@@ -7,6 +7,7 @@
 #include <set>
 
 #include "tessera/ckpt/checkpoint_layout.h"
+#include "tessera/ckpt/common_checksum.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/half.h"
 #include "tessera/runtime/device_copy.h"
@@ -97,6 +98,12 @@ void CheckpointReader::read_common(const fs::path& common) {
     optimizer_scalars_.growth_tracker = h5_attr_int(optimizer.get(), "growth_tracker");
     optimizer_scalars_.hysteresis = h5_attr_int(optimizer.get(), "hysteresis");
     optimizer_scalars_.distributed = h5_attr_int(optimizer.get(), "distributed") != 0;
+  }
+  if (h5_has_attr(progress.get(), "fields_checksum")) {
+    uint64_t stored = static_cast<uint64_t>(h5_attr_int(progress.get(), "fields_checksum"));
+    uint64_t computed = common_fields_checksum(iteration_, saved_layout_, progress_, has_optimizer_, optimizer_scalars_);
+    TESSERA_CHECK(stored == computed, common.string(), " is corrupt: its iteration, progress, seed, optimizer or "
+                  "layout fields do not match their checksum (iteration reads as ", progress_.iteration, ")");
   }
 }
 

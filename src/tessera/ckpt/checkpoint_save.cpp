@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "tessera/ckpt/checkpoint_layout.h"
+#include "tessera/ckpt/collective_errors.h"
+#include "tessera/ckpt/common_checksum.h"
 #include "tessera/ckpt/h5_file.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/logging.h"
@@ -148,6 +150,10 @@ void write_common(hid_t file, const SaveRequest& r, const std::vector<int64_t>& 
     h5_set_attr(optimizer.get(), "distributed", int64_t{r.optimizer->distributed ? 1 : 0});
   }
   h5_write_string(file, "config_toml", r.metadata.config_toml);
+  const OptimizerState none;
+  uint64_t checksum = common_fields_checksum(r.iteration, r.coords, r.progress, r.optimizer != nullptr,
+                                             r.optimizer ? *r.optimizer : none);
+  h5_set_attr(progress.get(), "fields_checksum", static_cast<int64_t>(checksum));
 }
 
 int64_t broadcast_nonce(Communicator& world) {
@@ -199,6 +205,8 @@ void commit(const SaveRequest& r, const fs::path& tmp, const std::string& nonce)
 
 }  // namespace
 
+static void write_files(const SaveRequest& r, const fs::path& tmp, const Buffer& all);
+
 SaveResult save_checkpoint(const SaveRequest& r, Communicator& world) {
   auto start = std::chrono::steady_clock::now();
   const ShardCoordinates& c = r.coords;
@@ -216,6 +224,27 @@ SaveResult save_checkpoint(const SaveRequest& r, Communicator& world) {
   std::copy(values, values + 6, row);
   world.all_gather(mine.as_tensor(DType::i64, {6}), all.as_tensor(DType::i64, {int64_t{c.world_size} * 6}));
 
+  const bool distributed = r.optimizer && r.optimizer->distributed;
+  // A rank that cannot write (disk full, quota, I/O error) ends every rank with its message, and
+  // the temporary folder goes: the previous checkpoint and the tracker stay as they were.
+  try {
+    run_on_all_ranks_or_fail_together(world, [&] { write_files(r, tmp, all); });
+  } catch (...) {
+    if (world.rank() == 0) fs::remove_all(tmp, ec);
+    throw;
+  }
+  pause_for_tests();
+  world.barrier();  // every rank's files are complete
+  if (world.rank() == 0) commit(r, tmp, nonce);
+  world.barrier();  // the checkpoint is visible to every rank when this returns
+  SaveResult result;
+  result.folder = r.save_dir / iteration_dir_name(r.iteration);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+static void write_files(const SaveRequest& r, const fs::path& tmp, const Buffer& all) {
+  const ShardCoordinates& c = r.coords;
   const bool distributed = r.optimizer && r.optimizer->distributed;
   if (c.dp_rank == 0) {
     fs::path path = tmp / model_shard_file_name(c);
@@ -240,14 +269,6 @@ SaveResult save_checkpoint(const SaveRequest& r, Communicator& world) {
     write_common(file.get(), r, std::vector<int64_t>(table, table + int64_t{c.world_size} * 6));
     h5_close_and_sync(file, path.string());
   }
-  pause_for_tests();
-  world.barrier();  // every rank's files are complete
-  if (world.rank() == 0) commit(r, tmp, nonce);
-  world.barrier();  // the checkpoint is visible to every rank when this returns
-  SaveResult result;
-  result.folder = r.save_dir / iteration_dir_name(r.iteration);
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return result;
 }
 
 }  // namespace tessera::ckpt

@@ -60,6 +60,8 @@ const std::vector<KeySpec>& config_schema() {
        "layers per pipeline stage, e.g. \"3,3,2\" (empty: num_layers / PP each)"},
       {"parallel", "sequence_parallel", VT::boolean, false,
        "sequence parallelism: LayerNorm, dropout and residual on seq_length / TP tokens (needs TP > 1)"},
+      {"parallel", "distributed_timeout_minutes", VT::floating, 10.0,
+       "a collective not complete after this many minutes ends the job naming the operation (0: wait forever)"},
       {"parallel", "expert_model_parallel_size", VT::integer, int64_t{1}, "EP size", kMoe, {int64_t{1}}},
       {"parallel", "use_distributed_optimizer", VT::boolean, false, "shard optimizer state over DP (ZeRO-1)"},
       {"parallel", "recompute_granularity", VT::string, S("none"), "none | selective | full", kRecompute, {S("none")}},

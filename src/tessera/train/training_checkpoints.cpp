@@ -7,6 +7,7 @@
 #include "tessera/ckpt/checkpoint_reader.h"
 #include "tessera/ckpt/collective_errors.h"
 #include "tessera/ckpt/exit_signal.h"
+#include "tessera/ckpt/load_target.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/logging.h"
 
@@ -134,15 +135,17 @@ TrainingProgress TrainingCheckpoints::load_on_this_rank(models::StageModel& mode
   const auto& c = config_.checkpoint;
   TrainingProgress fresh;
   fresh.seed = config_.training.seed;
-  auto tracker = read_tracker(c.load);
+  LoadTarget target = resolve_load_target(c.load);
+  auto tracker = target.which;
   if (!tracker) {
     log::warn("WARNING: could not find the checkpoint tracker ", (fs::path(c.load) / kTrackerFile).string(),
               "; starting from random initialisation");
     return fresh;
   }
-  fs::path folder = checkpoint_folder(c.load, *tracker);
+  fs::path folder = checkpoint_folder(target.dir, *tracker);
   auto start = std::chrono::steady_clock::now();
   CheckpointReader reader(folder);
+  check_iteration_agrees(folder, *tracker, reader.iteration(), reader.progress().iteration);
   check_model_matches(reader, model);
   const bool weights_only = c.finetune || tracker->release;
 
