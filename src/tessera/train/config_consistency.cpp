@@ -56,14 +56,21 @@ std::string config_differences(const std::string& mine, const std::string& refer
 
 Config load_config_on_all_ranks(const std::string& path, const std::vector<std::string>& overrides) {
   Runtime& runtime = Runtime::get();
-  if (runtime.world_size() == 1) return load_config(path, overrides);
+  if (runtime.world_size() == 1) {
+    Config config = load_config(path, overrides);
+    validate_for_world(config, 1);
+    return config;
+  }
   std::vector<int> ranks(static_cast<size_t>(runtime.world_size()));
   for (int r = 0; r < runtime.world_size(); ++r) ranks[static_cast<size_t>(r)] = r;
   CommOptions options;
   options.timeout_seconds = 600;  // a rank that never arrives ends the job instead of hanging it
   MpiCommunicator world(MPI_COMM_WORLD, ranks, "world (config check)", options);
   Config config;
-  ckpt::run_on_all_ranks_or_fail_together(world, [&] { config = load_config(path, overrides); });
+  ckpt::run_on_all_ranks_or_fail_together(world, [&] {
+    config = load_config(path, overrides);
+    validate_for_world(config, runtime.world_size());  // the same on every rank: reported once
+  });
   const std::string mine = config.to_toml();
   const std::string reference = broadcast_text(world, mine);
   ckpt::run_on_all_ranks_or_fail_together(world, [&] {

@@ -10,7 +10,7 @@
 
 namespace tessera::train {
 
-// load_config on every rank of MPI_COMM_WORLD, then a comparison of the resolved configs
+// load_config and validate_for_world on every rank of MPI_COMM_WORLD, then a comparison of the resolved configs
 // (Config::to_toml) with rank 0's. Collective. On failure every rank throws; one rank reports.
 Config load_config_on_all_ranks(const std::string& path, const std::vector<std::string>& overrides);
 
