@@ -123,6 +123,8 @@ const std::vector<KeySpec>& config_schema() {
       {"checkpoint", "pretrained_hf", VT::string, S(""),
        "Hugging Face model folder to start from when checkpoint.load has nothing to resume (imported into "
        "<save>/pretrained_hf, then loaded with finetune; its [model] keys are defaults)"},
+      {"checkpoint", "async_save", VT::boolean, false,
+       "write checkpoints from a background thread while training continues (the last save is synchronous)"},
       {"checkpoint", "keep_last_n", VT::integer, int64_t{0}, "keep only the newest N checkpoints (0: keep all)"},
       // [logging]
       {"logging", "log_interval", VT::integer, int64_t{10}, "iterations between log lines"},
