@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Issue 23's async-save acceptance on one GPU: trains the 124M benchmark config with
+# checkpoint.async_save = true, saving every SAVE_INTERVAL iterations, logs every iteration, and
+# compares the step time of the iterations that run while a background save is in flight with the
+# others (median; the first 5 iterations excluded). Then repeats the run with synchronous saves and
+# checks the checkpoints hold the same values (h5diff, config_toml aside).
+# Usage: async_save_step_time.sh BIN_DIR SOURCE_DIR OUT_DIR [ITERS=60] [SAVE_INTERVAL=15]
+# Prints one JSON line {"benchmark": "async_save_step_time", ...}; exits 1 when the ratio > 1.10
+# or the checkpoints differ.
+set -uo pipefail
+bin=$1 src=$2 out=$3 iters=${4:-60} interval=${5:-15}
+mkdir -p "$out"
+cfg="$src/share/configs/bench/gpt2-124m.toml"
+common=(--config "$cfg" --set training.train_iters="$iters" --set logging.log_interval=1
+        --set training.eval_interval=0 --set checkpoint.save_interval="$interval" --set optimizer.lr_warmup_iters=1)
+rm -rf "$out/async" "$out/sync"
+"$bin/tessera-train" "${common[@]}" --set checkpoint.async_save=true --set checkpoint.save="$out/async" \
+  > "$out/async.log" 2>&1 || { tail -20 "$out/async.log"; exit 1; }
+"$bin/tessera-train" "${common[@]}" --set checkpoint.async_save=false --set checkpoint.save="$out/sync" \
+  > "$out/sync.log" 2>&1 || { tail -20 "$out/sync.log"; exit 1; }
+python3 - "$out/async.log" <<'PY'
+import json, re, statistics, sys
+in_flight, during, other = False, [], []
+for line in open(sys.argv[1]):
+    if line.startswith("started asynchronous checkpoint save"): in_flight = True
+    elif "(asynchronous)" in line: in_flight = False
+    m = re.match(r"iteration (\d+)/\d+ \|.*elapsed time per iteration \(ms\) ([\d.]+)", line)
+    if m and int(m.group(1)) > 5:
+        (during if in_flight else other).append(float(m.group(2)))
+ratio = statistics.median(during) / statistics.median(other) if during and other else float("nan")
+print(json.dumps({"benchmark": "async_save_step_time", "steps_during_save": len(during),
+                  "median_ms_during_save": statistics.median(during) if during else None,
+                  "median_ms_otherwise": statistics.median(other) if other else None, "ratio": ratio,
+                  "pass": ratio <= 1.10}))
+sys.exit(0 if ratio <= 1.10 else 1)
+PY
+status=$?
+for folder in "$out"/sync/iter_*; do
+  for file in "$folder"/*.h5; do
+    other="$out/async/$(basename "$folder")/$(basename "$file")"
+    if ! h5diff -q --exclude-path /config_toml "$file" "$other"; then echo "DIFFER: $file $other"; status=1; fi
+  done
+done
+grep -E "asynchronous|saved checkpoint" "$out/async.log" | head -20
+exit $status
