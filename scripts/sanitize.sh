@@ -2,7 +2,7 @@
 # The sanitizer and fuzzing step of CI: builds build-asan/ with clang, AddressSanitizer +
 # UndefinedBehaviorSanitizer and libFuzzer coverage (TESSERA_SANITIZE=ON, TESSERA_FUZZ=ON, no CUDA),
 # runs every fuzz harness of test/fuzz for FUZZ_SECONDS (default 15) on its committed seed corpus,
-# then the unit label (or the CTest regex UNIT_REGEX) under the sanitizers.
+# then the unit label (or the CTest regex UNIT_REGEX, building only UNIT_TARGETS) under the sanitizers.
 # Usage: scripts/sanitize.sh [fuzz|unit|all] (default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +38,8 @@ if [ "$what" = fuzz ] || [ "$what" = all ]; then
   done
 fi
 if [ "$what" = unit ] || [ "$what" = all ]; then
-  cmake --build build-asan -j "$(nproc)"
+  # UNIT_TARGETS: only the test executables (and apps) the selected tests need.
+  cmake --build build-asan -j "$(nproc)" ${UNIT_TARGETS:+--target $UNIT_TARGETS}
   export TESSERA_SOURCE_DIR="$PWD" TESSERA_BIN_DIR="$PWD/build-asan/bin"
   if [ -d ../shared ]; then export TESSERA_SHARED_DIR="$(cd ../shared && pwd)"; fi
   ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -L unit ${UNIT_REGEX:+-R "$UNIT_REGEX"} \
