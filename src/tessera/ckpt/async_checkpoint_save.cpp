@@ -22,7 +22,8 @@ Tensor AsyncCheckpointSave::snapshot(InFlight& f, const Tensor& t) {
 
 void AsyncCheckpointSave::start(const SaveRequest& request, Communicator& world) {
   TESSERA_CHECK(!pending(), "an asynchronous checkpoint save is already in flight (iteration ", iteration(), ")");
-  InFlight& f = in_flight_.emplace();
+  in_flight_ = std::make_unique<InFlight>();
+  InFlight& f = *in_flight_;
   f.request = request;
   for (TensorShard& shard : f.request.model) shard.local = snapshot(f, shard.local);
   if (request.optimizer) {

@@ -27,7 +27,7 @@ class AsyncCheckpointSave {
 
   // Collective. Requires !pending(). `request.optimizer` may be null (weights only).
   void start(const SaveRequest& request, Communicator& world);
-  bool pending() const { return in_flight_.has_value(); }
+  bool pending() const { return in_flight_ != nullptr; }
   int64_t iteration() const { return in_flight_ ? in_flight_->request.iteration : -1; }
 
   // Collective (every rank, while pending()): the result once every rank's writer is done and the
@@ -47,7 +47,7 @@ class AsyncCheckpointSave {
     std::exception_ptr failure;
   };
   Tensor snapshot(InFlight& f, const Tensor& t);
-  std::optional<InFlight> in_flight_;
+  std::unique_ptr<InFlight> in_flight_;
 };
 
 }  // namespace tessera::ckpt
