@@ -8,6 +8,7 @@
 
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/common_checksum.h"
+#include "tessera/ckpt/stored_layout_check.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/half.h"
 #include "tessera/runtime/device_copy.h"
@@ -136,10 +137,14 @@ void CheckpointReader::index_group(size_t file_index, hid_t group, const std::st
     p.dtype = h5_dataset_dtype(dataset.get());
     p.global_shape = attr_shape(dataset.get(), "global_shape");
     p.local_shape = attr_shape(dataset.get(), "local_shape");
-    p.split_axis = static_cast<int>(h5_attr_int(dataset.get(), "split_axis"));
+    const int64_t split_axis = h5_attr_int(dataset.get(), "split_axis");
     p.split_offset = h5_attr_int(dataset.get(), "split_offset");
     bool sliced = h5_has_attr(dataset.get(), "flat_offset");
     p.flat_offset = sliced ? h5_attr_int(dataset.get(), "flat_offset") : 0;
+    check_stored_layout((folder_ / file_names_[file_index]).string() + ": " + p.path, p.global_shape, p.local_shape,
+                        split_axis, p.split_offset, p.flat_offset,
+                        sliced ? h5_attr_int(dataset.get(), "count") : 0);
+    p.split_axis = static_cast<int>(split_axis);
     p.count = sliced ? h5_attr_int(dataset.get(), "count") : shape_numel(p.local_shape);
     TESSERA_CHECK(shape_numel(h5_dataset_shape(dataset.get())) == p.count, file_names_[file_index], ": ", p.path,
                   " holds ", shape_numel(h5_dataset_shape(dataset.get())), " elements, its count says ", p.count);

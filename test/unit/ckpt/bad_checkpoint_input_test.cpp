@@ -50,19 +50,19 @@ class BadCheckpointInput : public ::testing::Test {
     return "";
   }
 
-  // XORs `mask` into the int64 attribute `name` of `group` in common.h5.
-  void flip(const char* group, const char* name, int64_t mask) {
-    hid_t file = H5Fopen(common_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  // XORs `mask` into the int64 attribute `name` of `group` (element `index`) in common.h5 (or `path`).
+  void flip(const char* group, const char* name, int64_t mask, const fs::path& path = {}, int index = 0) {
+    hid_t file = H5Fopen((path.empty() ? common_ : path).c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     ASSERT_GE(file, 0);
-    hid_t g = H5Gopen2(file, group, H5P_DEFAULT);
+    hid_t g = H5Oopen(file, group, H5P_DEFAULT);
     hid_t attr = H5Aopen(g, name, H5P_DEFAULT);
     ASSERT_GE(attr, 0);
-    int64_t value = 0;
-    ASSERT_GE(H5Aread(attr, H5T_NATIVE_INT64, &value), 0);
-    value ^= mask;
-    ASSERT_GE(H5Awrite(attr, H5T_NATIVE_INT64, &value), 0);
+    int64_t values[8] = {};
+    ASSERT_GE(H5Aread(attr, H5T_NATIVE_INT64, values), 0);
+    values[index] ^= mask;
+    ASSERT_GE(H5Awrite(attr, H5T_NATIVE_INT64, values), 0);
     H5Aclose(attr);
-    H5Gclose(g);
+    H5Oclose(g);
     H5Fclose(file);
   }
 
@@ -102,6 +102,27 @@ TEST_F(BadCheckpointInput, LoadNamingAnIterationFolderLoadsThatIteration) {
   EXPECT_EQ(run, 2u);
   EXPECT_EQ(load_error((dir_ / "iter_0000002").string() + "/", &run), "");
   EXPECT_EQ(run, 2u);
+}
+
+// Found by test/fuzz/fuzz_checkpoint_attrs: split_axis 1 with split_offset -5 wrote before the
+// assembled tensor (heap-buffer-overflow under ASan).
+TEST_F(BadCheckpointInput, DamagedTensorLayoutAttributesAreErrorsNotOverflows) {
+  const fs::path shard = dir_ / "iter_0000002" / "mp_rank_00_000.h5";
+  const char* tensor = "model/embedding.word_embeddings.weight";
+  flip(tensor, "split_axis", -1 ^ 1, shard);     // -1 -> 1
+  flip(tensor, "split_offset", 0 ^ -5, shard);   // 0 -> -5
+  std::string error = load_error(dir_.string());
+  EXPECT_NE(error.find("split_offset -5"), std::string::npos) << error;
+  EXPECT_NE(error.find(shard.string()), std::string::npos) << error;
+}
+
+TEST_F(BadCheckpointInput, LocalShapeLargerThanTheGlobalOneIsAnError) {
+  const fs::path shard = dir_ / "iter_0000002" / "mp_rank_00_000.h5";
+  const char* tensor = "model/decoder.layers.0.mlp.linear_fc1.weight";
+  flip(tensor, "split_axis", -1 ^ 0, shard);  // -1 -> 0
+  flip(tensor, "local_shape", 16 ^ 17, shard, 1);  // [64, 16] -> [64, 17]
+  std::string error = load_error(dir_.string());
+  EXPECT_NE(error.find("corrupt"), std::string::npos) << error;
 }
 
 TEST_F(BadCheckpointInput, LoadNamingAFileIsAConfigError) {
