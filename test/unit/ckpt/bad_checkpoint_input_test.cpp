@@ -125,6 +125,17 @@ TEST_F(BadCheckpointInput, LocalShapeLargerThanTheGlobalOneIsAnError) {
   EXPECT_NE(error.find("corrupt"), std::string::npos) << error;
 }
 
+// Found by test/fuzz/fuzz_checkpoint_attrs: a damaged shape sized a 567 GB allocation before any
+// check compared it with the stored data.
+TEST_F(BadCheckpointInput, HugeStoredShapeIsAnErrorNotAnAllocation) {
+  const fs::path shard = dir_ / "iter_0000002" / "mp_rank_00_000.h5";
+  const char* tensor = "model/decoder.layers.0.mlp.linear_fc1.weight";
+  flip(tensor, "split_axis", -1 ^ 0, shard);  // -1 -> 0: a shard of 64 rows ...
+  flip(tensor, "global_shape", 64 ^ (int64_t{1} << 36), shard, 0);  // ... of 2^36 rows
+  std::string error = load_error(dir_.string());
+  EXPECT_NE(error.find("cover 64 of 68719476736"), std::string::npos) << error;
+}
+
 TEST_F(BadCheckpointInput, LoadNamingAFileIsAConfigError) {
   EXPECT_THROW(config(4, {"checkpoint.load=" + common_.string()}), ConfigError);
 }
