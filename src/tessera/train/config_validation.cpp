@@ -192,13 +192,28 @@ void validate_config(const Config& config, const ConfigOrigin& origin) {
 
   // Checkpoint paths: found unusable now, not after hours of training.
   const auto& c = config.checkpoint;
-  if (c.finetune && c.load.empty())
-    v.fail("checkpoint.finetune", "needs checkpoint.load (the checkpoint whose weights to start from)");
+  const std::string& hf = v.text("checkpoint.pretrained_hf");
+  if (c.finetune && c.load.empty() && hf.empty())
+    v.fail("checkpoint.finetune", "needs checkpoint.load (the checkpoint whose weights to start from) or "
+                                  "checkpoint.pretrained_hf");
+  if (!hf.empty()) {
+    std::error_code hf_ec;
+    if (!fs::is_directory(hf, hf_ec))
+      v.fail("checkpoint.pretrained_hf", "is not a folder (a Hugging Face model folder holding config.json and "
+                                         "*.safetensors)");
+    if (!fs::is_regular_file(fs::path(hf) / "config.json", hf_ec))
+      v.fail("checkpoint.pretrained_hf", "has no config.json (a Hugging Face model folder holding config.json and "
+                                         "*.safetensors)");
+    if (c.save.empty())
+      v.fail("checkpoint.pretrained_hf", "needs checkpoint.save (the imported weights are written to "
+                                         "<save>/pretrained_hf)");
+  }
   std::error_code ec;
   if (!c.load.empty() && fs::exists(c.load, ec) && !fs::is_directory(c.load, ec))
     v.fail("checkpoint.load", "is a file; give the checkpoint folder (holding latest_checkpointed_iteration.txt) "
                               "or one of its iter_XXXXXXX folders");
   check_path_writable(v, "checkpoint.save", c.save);
+  check_path_writable(v, "logging.tensorboard_dir", config.logging.tensorboard_dir);
 }
 
 }  // namespace tessera::train
