@@ -113,6 +113,7 @@ int train_main(int argc, char** argv) {
     if (tessera::log::is_output_rank()) std::cout << config.to_toml();
     return 0;
   }
+  tessera::train::validate_for_world_on_all_ranks(config);
   auto& runtime = tessera::Runtime::get();
   // Data, tensor (+ sequence) and pipeline parallel layouts are supported; the Trainer checks that
   // the layout fits the world size and the model (validate_for_world, tensor_parallel_view).

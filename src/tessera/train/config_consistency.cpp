@@ -39,6 +39,15 @@ std::string broadcast_text(Communicator& comm, const std::string& text) {
   return out;
 }
 
+MpiCommunicator world_communicator() {
+  Runtime& runtime = Runtime::get();
+  std::vector<int> ranks(static_cast<size_t>(runtime.world_size()));
+  for (int r = 0; r < runtime.world_size(); ++r) ranks[static_cast<size_t>(r)] = r;
+  CommOptions options;
+  options.timeout_seconds = 600;  // a rank that never arrives ends the job instead of hanging it
+  return MpiCommunicator(MPI_COMM_WORLD, ranks, "world (config check)", options);
+}
+
 }  // namespace
 
 std::string config_differences(const std::string& mine, const std::string& reference) {
@@ -56,21 +65,10 @@ std::string config_differences(const std::string& mine, const std::string& refer
 
 Config load_config_on_all_ranks(const std::string& path, const std::vector<std::string>& overrides) {
   Runtime& runtime = Runtime::get();
-  if (runtime.world_size() == 1) {
-    Config config = load_config(path, overrides);
-    validate_for_world(config, 1);
-    return config;
-  }
-  std::vector<int> ranks(static_cast<size_t>(runtime.world_size()));
-  for (int r = 0; r < runtime.world_size(); ++r) ranks[static_cast<size_t>(r)] = r;
-  CommOptions options;
-  options.timeout_seconds = 600;  // a rank that never arrives ends the job instead of hanging it
-  MpiCommunicator world(MPI_COMM_WORLD, ranks, "world (config check)", options);
+  if (runtime.world_size() == 1) return load_config(path, overrides);
+  MpiCommunicator world = world_communicator();
   Config config;
-  ckpt::run_on_all_ranks_or_fail_together(world, [&] {
-    config = load_config(path, overrides);
-    validate_for_world(config, runtime.world_size());  // the same on every rank: reported once
-  });
+  ckpt::run_on_all_ranks_or_fail_together(world, [&] { config = load_config(path, overrides); });
   const std::string mine = config.to_toml();
   const std::string reference = broadcast_text(world, mine);
   ckpt::run_on_all_ranks_or_fail_together(world, [&] {
@@ -80,6 +78,14 @@ Config load_config_on_all_ranks(const std::string& path, const std::vector<std::
                           "; every rank must get the same config file and --set options");
   });
   return config;
+}
+
+void validate_for_world_on_all_ranks(const Config& config) {
+  Runtime& runtime = Runtime::get();
+  if (runtime.world_size() == 1) return validate_for_world(config, 1);
+  MpiCommunicator world = world_communicator();
+  // The same config on every rank (load_config_on_all_ranks): the same verdict, reported once.
+  ckpt::run_on_all_ranks_or_fail_together(world, [&] { validate_for_world(config, runtime.world_size()); });
 }
 
 }  // namespace tessera::train

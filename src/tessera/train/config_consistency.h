@@ -10,9 +10,14 @@
 
 namespace tessera::train {
 
-// load_config and validate_for_world on every rank of MPI_COMM_WORLD, then a comparison of the resolved configs
+// load_config on every rank of MPI_COMM_WORLD, then a comparison of the resolved configs
 // (Config::to_toml) with rank 0's. Collective. On failure every rank throws; one rank reports.
 Config load_config_on_all_ranks(const std::string& path, const std::vector<std::string>& overrides);
+
+// validate_for_world (the parallel layout and batch against the world size) on every rank
+// together: one message, every rank ends. Separate from the load, so that --print-config works
+// on any number of ranks and a start point's [model] defaults are in before the check.
+void validate_for_world_on_all_ranks(const Config& config);
 
 // "model.hidden_size = 64 (rank 0: 32)"-style list of the keys whose lines differ (TOML text of
 // the same schema on both sides).
