@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config python3
           libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libtomlplusplus-dev libboost-program-options-dev
           nlohmann-json3-dev libopenblas-dev libicu-dev libgtest-dev zlib1g-dev
-          libprotobuf-dev protobuf-compiler)
+          libprotobuf-dev protobuf-compiler
+          clang)  # clang: CI's sanitizer and libFuzzer step only (scripts/sanitize.sh)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

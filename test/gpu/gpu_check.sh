@@ -2,7 +2,8 @@
 # Everything the GPU acceptance needs, in one run on the GPU machine (device time is scarce): the
 # gpu-label parity tests, the loss-curve and parallel-parity scripts and the training benchmarks.
 # Usage (from a bundle made by ../shared/tools/device-bundle): gpu_check.sh BUNDLE_BIN SOURCE_DIR OUT [what...]
-# what: parity | curve | parallel | bench1 | bench2 | dp | convert (default: all but dp and convert; convert = convert_hf_check.sh; dp = the 124M DP=2 scaling pair). Results: OUT/summary.txt (exit code
+# what: parity | curve | parallel | bench1 | bench2 | dp | convert | asyncsave (default: all but dp, convert and
+# asyncsave; asyncsave = async_save_step_time.sh; convert = convert_hf_check.sh; dp = the 124M DP=2 scaling pair). Results: OUT/summary.txt (exit code
 # and last lines of each step), OUT/log.txt (every step's whole output), OUT/bench.jsonl (benchmark JSON).
 set -uo pipefail
 bin=$1
@@ -48,6 +49,10 @@ if [[ $what == *" parallel "* ]] && [ "$gpus" -ge 2 ]; then
   step parallel_parity "$src/test/gpu/parallel_parity_test.sh" "$bin" "$src" mpirun
 fi
 [[ $what == *" convert "* ]] && step convert_hf "$src/test/gpu/convert_hf_check.sh" "$bin" "$src" "$out"
+# Issue 23: step time while an asynchronous save of the 124M checkpoint is in flight (within 10% of
+# the others) and async == sync checkpoints (h5diff: bundle /usr/bin/h5diff into BUNDLE_BIN).
+[[ $what == *" asyncsave "* ]] && step async_save_step_time "$src/test/gpu/async_save_step_time.sh" "$bin" "$src" \
+  "$out/async_save"
 cfg=$src/share/configs/bench
 if [[ $what == *" dp "* ]] && [ "$gpus" -ge 2 ]; then
   bench bench_124m_1gpu 1 --config "$cfg/gpt2-124m.toml"

@@ -9,6 +9,7 @@
 #include "tessera/runtime/main_guard.h"
 #include "tessera/runtime/runtime.h"
 #include "tessera/train/config.h"
+#include "tessera/train/config_consistency.h"
 #include "tessera/train/trainer.h"
 
 namespace po = boost::program_options;
@@ -63,9 +64,17 @@ int train_main(int argc, char** argv) {
   for (const auto& s : kShortcuts)
     options.add_options()(s.option, po::value<std::string>(), (std::string(s.help) + " (= --set " + s.key + ")").c_str());
 
+  // Words without an option are collected only to be refused: "tessera-train my.toml" must not
+  // silently train the defaults.
+  po::options_description hidden;
+  hidden.add_options()("positional", po::value<std::vector<std::string>>());
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("positional", -1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(options).run(), vm);
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     TESSERA_CONFIG_FAIL(e.what(), "; see tessera-train --help");
@@ -80,24 +89,31 @@ int train_main(int argc, char** argv) {
     if (tessera::log::is_output_rank()) std::cout << "tessera-train " << TESSERA_VERSION << "\n";
     return 0;
   }
+  if (vm.count("positional")) {
+    const auto& words = vm["positional"].as<std::vector<std::string>>();
+    TESSERA_CONFIG_FAIL("unexpected argument '", words.front(), "'", words.size() > 1 ? " (and more)" : "",
+                        "; give the config file as --config ", words.front(),
+                        " and overrides as --set table.key=value; see tessera-train --help");
+  }
   std::vector<std::string> overrides;
   for (const auto& s : kShortcuts)
     if (vm.count(s.option)) overrides.push_back(std::string(s.key) + "=" + vm[s.option].as<std::string>());
   for (const auto& o : vm["set"].as<std::vector<std::string>>()) overrides.push_back(o);
 
-  tessera::train::Config config = tessera::train::load_config(vm["config"].as<std::string>(), overrides);
+  tessera::train::Config config = tessera::train::load_config_on_all_ranks(vm["config"].as<std::string>(), overrides);
   // The checkpoint (or checkpoint.pretrained_hf model) the run starts from supplies the [model]
   // keys the user did not set.
   if (auto start = tessera::convert::start_point(config, overrides); !start.empty()) {
     std::vector<std::string> all = start.defaults;
     all.insert(all.end(), overrides.begin(), overrides.end());
     all.insert(all.end(), start.forced.begin(), start.forced.end());
-    config = tessera::train::load_config(vm["config"].as<std::string>(), all);
+    config = tessera::train::load_config_on_all_ranks(vm["config"].as<std::string>(), all);
   }
   if (vm.count("print-config")) {
     if (tessera::log::is_output_rank()) std::cout << config.to_toml();
     return 0;
   }
+  tessera::train::validate_for_world_on_all_ranks(config);
   auto& runtime = tessera::Runtime::get();
   // Data, tensor (+ sequence) and pipeline parallel layouts are supported; the Trainer checks that
   // the layout fits the world size and the model (validate_for_world, tensor_parallel_view).

@@ -7,6 +7,8 @@
 #include <set>
 
 #include "tessera/ckpt/checkpoint_layout.h"
+#include "tessera/ckpt/common_checksum.h"
+#include "tessera/ckpt/stored_layout_check.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/half.h"
 #include "tessera/runtime/device_copy.h"
@@ -98,6 +100,12 @@ void CheckpointReader::read_common(const fs::path& common) {
     optimizer_scalars_.hysteresis = h5_attr_int(optimizer.get(), "hysteresis");
     optimizer_scalars_.distributed = h5_attr_int(optimizer.get(), "distributed") != 0;
   }
+  if (h5_has_attr(progress.get(), "fields_checksum")) {
+    uint64_t stored = static_cast<uint64_t>(h5_attr_int(progress.get(), "fields_checksum"));
+    uint64_t computed = common_fields_checksum(iteration_, saved_layout_, progress_, has_optimizer_, optimizer_scalars_);
+    TESSERA_CHECK(stored == computed, common.string(), " is corrupt: its iteration, progress, seed, optimizer or "
+                  "layout fields do not match their checksum (iteration reads as ", progress_.iteration, ")");
+  }
 }
 
 CheckpointReader::~CheckpointReader() = default;
@@ -129,10 +137,14 @@ void CheckpointReader::index_group(size_t file_index, hid_t group, const std::st
     p.dtype = h5_dataset_dtype(dataset.get());
     p.global_shape = attr_shape(dataset.get(), "global_shape");
     p.local_shape = attr_shape(dataset.get(), "local_shape");
-    p.split_axis = static_cast<int>(h5_attr_int(dataset.get(), "split_axis"));
+    const int64_t split_axis = h5_attr_int(dataset.get(), "split_axis");
     p.split_offset = h5_attr_int(dataset.get(), "split_offset");
     bool sliced = h5_has_attr(dataset.get(), "flat_offset");
     p.flat_offset = sliced ? h5_attr_int(dataset.get(), "flat_offset") : 0;
+    check_stored_layout((folder_ / file_names_[file_index]).string() + ": " + p.path, p.global_shape, p.local_shape,
+                        split_axis, p.split_offset, p.flat_offset,
+                        sliced ? h5_attr_int(dataset.get(), "count") : 0);
+    p.split_axis = static_cast<int>(split_axis);
     p.count = sliced ? h5_attr_int(dataset.get(), "count") : shape_numel(p.local_shape);
     TESSERA_CHECK(shape_numel(h5_dataset_shape(dataset.get())) == p.count, file_names_[file_index], ": ", p.path,
                   " holds ", shape_numel(h5_dataset_shape(dataset.get())), " elements, its count says ", p.count);

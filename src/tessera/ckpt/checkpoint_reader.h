@@ -81,6 +81,9 @@ class CheckpointReader {
   std::vector<std::string> expected_files() const;
   void index_file(size_t file_index, const std::string& file_name);
   void index_group(size_t file_index, hid_t group, const std::string& path, const std::string& kind);
+  // Error unless the stored pieces of (kind, name) make up every saved shard and the shards its
+  // whole saved global shape (the shapes are attributes: checked before allocating by them).
+  void check_stored_data_backs(const std::string& kind, const std::string& name, const std::vector<Piece>& pieces) const;
   // Reads one piece (its whole dataset) into dst (the piece's dtype) and verifies its checksum.
   void read_piece(const Piece& piece, void* dst) const;
   // Reused read buffers of read_slices (saved shard bytes, assembled target shard): fresh large

@@ -31,6 +31,10 @@ std::vector<float> CheckpointReader::read_global(const std::string& kind, const 
                                                  Shape& global_shape) const {
   auto it = pieces_.find({kind, name});
   TESSERA_CHECK(it != pieces_.end(), "checkpoint ", folder_.string(), " has no ", kind, " for tensor '", name, "'");
+  for (const Piece& p : it->second)
+    TESSERA_CHECK(p.global_shape == it->second.front().global_shape && p.split_axis == it->second.front().split_axis,
+                  "checkpoint ", folder_.string(), ": ", kind, " '", name, "' has inconsistent layouts across files");
+  check_stored_data_backs(kind, name, it->second);  // before allocating by the saved shape
   global_shape = it->second.front().global_shape;
   std::vector<float> values(static_cast<size_t>(shape_numel(global_shape)));
   TensorShard whole{name, Tensor(values.data(), DType::f32, global_shape), global_shape, -1, 0};

@@ -81,6 +81,35 @@ void CheckpointReader::read_piece(const Piece& p, void* dst) const {
   }
 }
 
+void CheckpointReader::check_stored_data_backs(const std::string& kind, const std::string& name,
+                                               const std::vector<Piece>& pieces) const {
+  // The shapes come from attributes: before anything is allocated by them, the stored data (each
+  // piece's count matches its dataset, see index_group) must make up every saved shard, and the
+  // shards the whole global tensor, so a damaged shape is an Error, not a huge allocation (found by
+  // test/fuzz/fuzz_checkpoint_attrs: a 567 GB one).
+  const Shape& global_s = pieces.front().global_shape;
+  const int axis_s = pieces.front().split_axis;
+  std::map<int64_t, std::vector<const Piece*>> shards;  // split offset -> flat slices of that saved shard
+  for (const Piece& p : pieces) shards[axis_s >= 0 ? p.split_offset : 0].push_back(&p);
+  int64_t along_axis = 0;
+  for (const auto& [offset, slices] : shards) {
+    std::set<int64_t> seen;
+    int64_t stored = 0;
+    for (const Piece* p : slices)
+      if (seen.insert(p->flat_offset).second) stored += p->count;
+    const Shape& local_s = slices.front()->local_shape;
+    TESSERA_CHECK(stored == shape_numel(local_s) && (axis_s >= 0 || local_s == global_s), "checkpoint ",
+                  folder_.string(), ": ", kind, " of '", name, "' (shard at offset ", offset, ") stores ", stored,
+                  " elements for local shape ", shape_string(local_s), " and global shape ", shape_string(global_s),
+                  " (a file is missing or corrupt)");
+    if (axis_s >= 0) along_axis += local_s[static_cast<size_t>(axis_s)];
+  }
+  if (axis_s >= 0)
+    TESSERA_CHECK(along_axis == global_s[static_cast<size_t>(axis_s)], "checkpoint ", folder_.string(),
+                  ": the shards of ", kind, " '", name, "' cover ", along_axis, " of ",
+                  global_s[static_cast<size_t>(axis_s)], " along axis ", axis_s, "; a model shard file is missing");
+}
+
 void CheckpointReader::read_slices(const std::string& kind, const std::string& name, const TensorShard& target,
                                    int64_t flat_offset, int64_t count, void* out, DType out_dtype) const {
   auto it = pieces_.find({kind, name});
@@ -105,6 +134,7 @@ void CheckpointReader::read_slices(const std::string& kind, const std::string& n
     TESSERA_CHECK(p.global_shape == global_s && p.split_axis == axis_s, "checkpoint ", folder_.string(), ": ", kind,
                   " '", name, "' has inconsistent layouts across files (global ", shape_string(p.global_shape),
                   " axis ", p.split_axis, " in ", file_names_[p.file], ")");
+  check_stored_data_backs(kind, name, pieces);
   // The saved global shape must equal the target's, except the rows of vocabulary tensors (another
   // padding): the common rows are copied, the rest zero-filled.
   bool shapes_ok = global_s.size() == global_t.size();

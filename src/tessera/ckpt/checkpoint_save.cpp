@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "tessera/ckpt/checkpoint_layout.h"
+#include "tessera/ckpt/collective_errors.h"
+#include "tessera/ckpt/common_checksum.h"
 #include "tessera/ckpt/h5_file.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/logging.h"
@@ -148,6 +150,10 @@ void write_common(hid_t file, const SaveRequest& r, const std::vector<int64_t>& 
     h5_set_attr(optimizer.get(), "distributed", int64_t{r.optimizer->distributed ? 1 : 0});
   }
   h5_write_string(file, "config_toml", r.metadata.config_toml);
+  const OptimizerState none;
+  uint64_t checksum = common_fields_checksum(r.iteration, r.coords, r.progress, r.optimizer != nullptr,
+                                             r.optimizer ? *r.optimizer : none);
+  h5_set_attr(progress.get(), "fields_checksum", static_cast<int64_t>(checksum));
 }
 
 int64_t broadcast_nonce(Communicator& world) {
@@ -199,23 +205,66 @@ void commit(const SaveRequest& r, const fs::path& tmp, const std::string& nonce)
 
 }  // namespace
 
-SaveResult save_checkpoint(const SaveRequest& r, Communicator& world) {
-  auto start = std::chrono::steady_clock::now();
+PreparedSave prepare_save(const SaveRequest& r, Communicator& world) {
   const ShardCoordinates& c = r.coords;
   TESSERA_CHECK(!r.save_dir.empty(), "save_checkpoint needs checkpoint.save");
-  std::string nonce = hex(broadcast_nonce(world));
-  fs::path tmp = r.save_dir / (iteration_dir_name(r.iteration) + ".tmp-" + nonce);
+  PreparedSave prepared;
+  prepared.start = std::chrono::steady_clock::now();
+  prepared.nonce = hex(broadcast_nonce(world));
+  prepared.tmp = r.save_dir / (iteration_dir_name(r.iteration) + ".tmp-" + prepared.nonce);
   std::error_code ec;
-  fs::create_directories(tmp, ec);
-  TESSERA_CHECK(fs::is_directory(tmp), "cannot create checkpoint folder ", tmp.string(), ": ", ec.message());
-
+  fs::create_directories(prepared.tmp, ec);
+  TESSERA_CHECK(fs::is_directory(prepared.tmp), "cannot create checkpoint folder ", prepared.tmp.string(), ": ",
+                ec.message());
   // Every rank's (coordinates, seed): the RNG table of common.h5.
-  Buffer mine(6 * sizeof(int64_t)), all(static_cast<size_t>(c.world_size) * 6 * sizeof(int64_t));
+  Buffer mine(6 * sizeof(int64_t));
+  prepared.rank_table = std::make_shared<Buffer>(static_cast<size_t>(c.world_size) * 6 * sizeof(int64_t));
   auto* row = static_cast<int64_t*>(mine.data());
   int64_t values[6] = {c.world_rank, c.tp_rank, c.pp_rank, c.dp_rank, c.ep_rank, r.progress.seed};
   std::copy(values, values + 6, row);
-  world.all_gather(mine.as_tensor(DType::i64, {6}), all.as_tensor(DType::i64, {int64_t{c.world_size} * 6}));
+  world.all_gather(mine.as_tensor(DType::i64, {6}),
+                   prepared.rank_table->as_tensor(DType::i64, {int64_t{c.world_size} * 6}));
+  return prepared;
+}
 
+SaveResult finish_save(const SaveRequest& r, const PreparedSave& prepared, Communicator& world,
+                       std::exception_ptr local_failure) {
+  // A rank that could not write (disk full, quota, I/O error) ends every rank with its message, and
+  // the temporary folder goes: the previous checkpoint and the tracker stay as they were.
+  try {
+    run_on_all_ranks_or_fail_together(world, [&] {
+      if (local_failure) std::rethrow_exception(local_failure);
+    });
+  } catch (...) {
+    std::error_code ec;
+    if (world.rank() == 0) fs::remove_all(prepared.tmp, ec);
+    throw;
+  }
+  pause_for_tests();
+  world.barrier();  // every rank's files are complete
+  if (world.rank() == 0) commit(r, prepared.tmp, prepared.nonce);
+  world.barrier();  // the checkpoint is visible to every rank when this returns
+  SaveResult result;
+  result.folder = r.save_dir / iteration_dir_name(r.iteration);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - prepared.start).count();
+  return result;
+}
+
+SaveResult save_checkpoint(const SaveRequest& r, Communicator& world) {
+  PreparedSave prepared = prepare_save(r, world);
+  std::exception_ptr failure;
+  try {
+    write_save_files(r, prepared);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  return finish_save(r, prepared, world, failure);
+}
+
+void write_save_files(const SaveRequest& r, const PreparedSave& prepared) {
+  const fs::path& tmp = prepared.tmp;
+  const Buffer& all = *prepared.rank_table;
+  const ShardCoordinates& c = r.coords;
   const bool distributed = r.optimizer && r.optimizer->distributed;
   if (c.dp_rank == 0) {
     fs::path path = tmp / model_shard_file_name(c);
@@ -240,14 +289,6 @@ SaveResult save_checkpoint(const SaveRequest& r, Communicator& world) {
     write_common(file.get(), r, std::vector<int64_t>(table, table + int64_t{c.world_size} * 6));
     h5_close_and_sync(file, path.string());
   }
-  pause_for_tests();
-  world.barrier();  // every rank's files are complete
-  if (world.rank() == 0) commit(r, tmp, nonce);
-  world.barrier();  // the checkpoint is visible to every rank when this returns
-  SaveResult result;
-  result.folder = r.save_dir / iteration_dir_name(r.iteration);
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return result;
 }
 
 }  // namespace tessera::ckpt

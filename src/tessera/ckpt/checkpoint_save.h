@@ -3,9 +3,13 @@
 // tracker atomically and prunes old checkpoints. A crash before the rename leaves the previous
 // checkpoint (and the tracker naming it) untouched.
 #pragma once
+#include <chrono>
+#include <exception>
 #include <filesystem>
+#include <memory>
 
 #include "tessera/ckpt/checkpoint_state.h"
+#include "tessera/core/buffer.h"
 #include "tessera/runtime/communicator.h"
 
 namespace tessera::ckpt {
@@ -31,5 +35,20 @@ struct SaveResult {
 // Test hook: TESSERA_TEST_PAUSE_IN_SAVE_MS=N makes every rank sleep N ms after writing its files
 // and before the barrier, so a test can kill a rank while a save is in flight.
 SaveResult save_checkpoint(const SaveRequest& request, Communicator& world);
+
+// save_checkpoint in three steps, so the file writing can run on another thread (async save):
+// prepare (collective: the nonce, the temporary folder, the rank table), write this rank's files
+// (local, no communication), finish (collective: agree that every rank wrote, or fail together
+// removing the temporary folder; then barrier, rename, tracker, pruning).
+struct PreparedSave {
+  std::filesystem::path tmp;
+  std::string nonce;
+  std::shared_ptr<Buffer> rank_table;  // world_size x 6 int64
+  std::chrono::steady_clock::time_point start;
+};
+PreparedSave prepare_save(const SaveRequest& request, Communicator& world);
+void write_save_files(const SaveRequest& request, const PreparedSave& prepared);
+SaveResult finish_save(const SaveRequest& request, const PreparedSave& prepared, Communicator& world,
+                       std::exception_ptr local_failure);
 
 }  // namespace tessera::ckpt

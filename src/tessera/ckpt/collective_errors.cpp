@@ -7,6 +7,8 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/core/error.h"
+#include "tessera/runtime/agreed_failure.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera::ckpt {
 
@@ -51,6 +53,8 @@ void run_on_all_ranks_or_fail_together(Communicator& comm, const std::function<v
     for (int64_t i = 0; i < length; ++i) chars[i] = static_cast<unsigned char>(message[static_cast<size_t>(i)]);
   comm.broadcast(text, failed_rank);
   comm.synchronize();
+  // Over the whole world, that rank prints it and the others exit quietly (none is left waiting).
+  if (Runtime::initialized() && comm.size() == Runtime::get().world_size()) note_agreed_failure(comm.rank() == failed_rank);
   if (comm.rank() == failed_rank) std::rethrow_exception(failure);
   std::string received(static_cast<size_t>(length), ' ');
   for (int64_t i = 0; i < length; ++i) received[static_cast<size_t>(i)] = static_cast<char>(chars[i]);

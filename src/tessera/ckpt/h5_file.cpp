@@ -84,7 +84,14 @@ void H5Id::reset() {
   id_ = -1;
 }
 
-void h5_quiet() { TESSERA_H5_CHECK(H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr), "turning off HDF5 error printing"); }
+void h5_quiet() {
+  // No library shutdown at exit: every file is closed explicitly (H5Id), and after a failed write
+  // (disk full) HDF5's atexit shutdown flushes the half-closed file again and crashes (exit 139
+  // instead of the error's exit 1). Must precede every other HDF5 call, so it is done here, first.
+  static const bool no_atexit = [] { return H5dont_atexit() >= 0; }();
+  (void)no_atexit;
+  TESSERA_H5_CHECK(H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr), "turning off HDF5 error printing");
+}
 
 H5Id h5_create_file(const std::string& path) {
   h5_quiet();

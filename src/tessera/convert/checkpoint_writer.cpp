@@ -7,6 +7,7 @@
 #include <random>
 
 #include "tessera/ckpt/checkpoint_layout.h"
+#include "tessera/ckpt/common_checksum.h"
 #include "tessera/ckpt/h5_file.h"
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
@@ -269,6 +270,11 @@ fs::path CheckpointWriter::commit(const CommonInfo& info) {
   h5_set_attr(optimizer.get(), "saved", int64_t{with_optimizer_ ? 1 : 0});
   if (with_optimizer_) optimizer_attrs(optimizer.get());
   ckpt::h5_write_string(file.get(), "config_toml", info.metadata.config_toml);
+  // The same checksum over the scalar fields as save_checkpoint writes (checked on load).
+  ckpt::OptimizerState scalars = o;
+  scalars.distributed = layout_.distributed_optimizer;
+  h5_set_attr(progress.get(), "fields_checksum",
+              static_cast<int64_t>(ckpt::common_fields_checksum(iteration_, c0, p, with_optimizer_, scalars)));
   optimizer = H5Id();
   model = H5Id();
   scheduler = H5Id();

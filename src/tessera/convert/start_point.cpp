@@ -8,6 +8,7 @@
 
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/h5_file.h"
+#include "tessera/ckpt/load_target.h"
 #include "tessera/convert/hf_family.h"
 #include "tessera/convert/hf_import.h"
 #include "tessera/convert/stored_config.h"
@@ -35,11 +36,12 @@ std::set<std::string> user_model_keys(const std::string& path, const std::vector
   return keys;
 }
 
+// checkpoint.load as the trainer reads it: the checkpoint folder (its tracker) or an iter_ folder.
 std::optional<fs::path> resumable(const std::string& load) {
   if (load.empty()) return std::nullopt;
-  auto tracker = ckpt::read_tracker(load);
-  if (!tracker) return std::nullopt;
-  return ckpt::checkpoint_folder(load, *tracker);
+  ckpt::LoadTarget target = ckpt::resolve_load_target(load);
+  if (!target.which) return std::nullopt;
+  return ckpt::checkpoint_folder(target.dir, *target.which);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "tessera/core/error.h"
+#include "tessera/core/logging.h"
 #include "tessera/data/blended_dataset.h"
 
 namespace tessera::data {
@@ -55,6 +56,23 @@ const SampleSource* GPTDatasetSplits::get(Split split) const {
   return nullptr;
 }
 
+namespace {
+// Training never reads the test split: when data.split leaves it no sequence of some dataset (a
+// small corpus with "969,30,1"), it is not built, as Megatron builds no dataset for an empty split.
+bool test_split_is_empty(const std::vector<std::shared_ptr<const IndexedDataset>>& data,
+                         const std::pair<double, double>& bookend, const std::string& split) {
+  for (const auto& d : data) {
+    auto [first, end] = split_range(bookend, d->sequence_count());
+    if (end <= first) {
+      log::warn("WARNING: the test split of data.split = \"", split, "\" holds no sequence of ", d->path_prefix(),
+                " (", d->sequence_count(), " sequences); no test dataset is built (training does not use it)");
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
 GPTDatasetSplits build_gpt_datasets(const DataBlend& blend, const GPTDatasetConfig& config,
                                     const std::array<int64_t, 3>& num_samples) {
   const auto bookends = split_bookends(parse_split(config.split));
@@ -65,6 +83,7 @@ GPTDatasetSplits build_gpt_datasets(const DataBlend& blend, const GPTDatasetConf
     if (!bookends[static_cast<size_t>(s)]) continue;
     const Split split = static_cast<Split>(s);
     const int64_t n = num_samples[static_cast<size_t>(s)];
+    if (split == Split::test && test_split_is_empty(data, *bookends[static_cast<size_t>(s)], config.split)) continue;
     if (data.size() == 1 && blend.weights.empty()) {
       out[static_cast<size_t>(s)] = std::make_shared<GPTDataset>(data[0], split, n, config);
       continue;

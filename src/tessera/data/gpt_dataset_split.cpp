@@ -1,5 +1,6 @@
 #include "tessera/data/gpt_dataset_split.h"
 
+#include <cctype>
 #include <cfenv>
 #include <cmath>
 #include <cstdlib>
@@ -19,23 +20,25 @@ const char* split_name(Split split) {
 }
 
 std::array<double, 3> parse_split(const std::string& text, const std::string& key) {
+  // Grammar: up to 3 non-negative decimal numbers separated by ',' (or '/', as Megatron accepts),
+  // spaces allowed around them. Anything else ("1,-1,0", "1;2", "9x") is an error, not skipped.
   std::vector<double> numbers;
   size_t i = 0;
-  while (i < text.size()) {
-    auto is_num = [](char c) { return c == '.' || (c >= '0' && c <= '9'); };
-    if (!is_num(text[i])) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < text.size() && is_num(text[j])) ++j;
-    const std::string token = text.substr(i, j - i);
+  while (true) {
+    size_t sep = text.find_first_of(",/", i);
+    std::string token = text.substr(i, sep == std::string::npos ? std::string::npos : sep - i);
+    size_t first = token.find_first_not_of(" \t"), last = token.find_last_not_of(" \t");
+    token = first == std::string::npos ? std::string() : token.substr(first, last - first + 1);
+    bool digits = !token.empty() && token.find_first_not_of("0123456789.eE+") == std::string::npos &&
+                  (std::isdigit(static_cast<unsigned char>(token[0])) || token[0] == '.');
     char* end = nullptr;
-    double v = std::strtod(token.c_str(), &end);
-    if (end != token.c_str() + token.size())
-      TESSERA_CONFIG_FAIL(key, " = \"", text, "\": \"", token, "\" is not a number; write e.g. \"969,30,1\"");
+    double v = digits ? std::strtod(token.c_str(), &end) : 0.0;
+    if (!digits || end != token.c_str() + token.size() || !std::isfinite(v))
+      TESSERA_CONFIG_FAIL(key, " = \"", text, "\": \"", token,
+                          "\" is not a non-negative number; write up to 3 weights (train,valid,test), e.g. \"969,30,1\"");
     numbers.push_back(v);
-    i = j;
+    if (sep == std::string::npos) break;
+    i = sep + 1;
   }
   if (numbers.empty() || numbers.size() > 3)
     TESSERA_CONFIG_FAIL(key, " = \"", text, "\": expected 1 to 3 non-negative weights (train,valid,test), e.g. \"969,30,1\"");

@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -221,7 +222,12 @@ void encode_range(const PreprocessOptions& options, const PreprocessInput& input
   std::vector<std::unique_ptr<IndexedDatasetBuilder>> builders;
   for (const auto& prefix : part_prefixes) builders.push_back(std::make_unique<IndexedDatasetBuilder>(prefix + ".bin", dtype));
 
-  const int workers = std::max(1, options.workers);
+  // More workers than chunks or cores only adds tokenizer loads (each worker loads its own).
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int workers = std::max(1, std::min({options.workers, cores, static_cast<int>(std::min<size_t>(chunks, 1 << 20))}));
+  if (workers < options.workers)
+    log::info("using ", workers, " of the ", options.workers, " requested workers (", chunks, " chunk(s) of input, ",
+              cores, " core(s))");
   const size_t window = static_cast<size_t>(4 * workers);
   std::mutex mutex;
   std::condition_variable produced, consumed;
@@ -372,6 +378,9 @@ PreprocessReport run_preprocess(const PreprocessOptions& options) {
     const fs::path out_dir = fs::path(options.output_prefix).has_parent_path() ? fs::path(options.output_prefix).parent_path() : fs::path(".");
     if (!fs::is_directory(out_dir))
       TESSERA_CONFIG_FAIL("--output-prefix ", options.output_prefix, ": the directory ", out_dir.string(), " does not exist");
+    std::error_code ec;
+    if (fs::is_directory(options.input, ec))
+      TESSERA_CONFIG_FAIL("--input ", options.input, " is a folder; give one JSONL file (or .jsonl.gz)");
     auto tokenizer = make_tokenizer(options.tokenizer);
     const IndexDType dtype = optimal_index_dtype(tokenizer->vocab_size());
     PreprocessInput input(options.input);

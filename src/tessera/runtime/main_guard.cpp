@@ -4,6 +4,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/core/logging.h"
+#include "tessera/runtime/agreed_failure.h"
 #include "tessera/runtime/runtime.h"
 
 namespace tessera {
@@ -14,13 +15,17 @@ int run_main(int argc, char** argv, const std::function<int(int, char**)>& body)
     Runtime::init(&argc, &argv);
     exit_code = body(argc, argv);
   } catch (const Error& e) {
-    log::error(e.message(), e.exit_code() == 1 ? " [" + e.location() + "]" : std::string());
+    if (agreed_failure() != AgreedFailure::silent)
+      log::error(e.message(), e.exit_code() == 1 ? " [" + e.location() + "]" : std::string());
     exit_code = e.exit_code();
   } catch (const std::exception& e) {
-    log::error(e.what());
+    if (agreed_failure() != AgreedFailure::silent) log::error(e.what());
     exit_code = 1;
   }
-  if (exit_code != 0 && Runtime::initialized() && Runtime::get().world_size() > 1) Runtime::get().abort(exit_code);
+  // A failure all ranks agreed on leaves no rank in a collective: every rank exits with its code.
+  if (exit_code != 0 && agreed_failure() == AgreedFailure::none && Runtime::initialized() &&
+      Runtime::get().world_size() > 1)
+    Runtime::get().abort(exit_code);
   if (Runtime::initialized()) Runtime::get().finalize();
   return exit_code;
 }

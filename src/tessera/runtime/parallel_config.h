@@ -14,6 +14,7 @@ struct ParallelConfig {
   bool use_distributed_optimizer;
   std::string recompute_granularity, recompute_method;
   int64_t recompute_num_layers;
+  double distributed_timeout_minutes = 10;  // CommOptions::timeout_seconds / 60 (0: wait forever)
 };
 
 }  // namespace tessera

@@ -12,6 +12,7 @@ ParallelContext::ParallelContext(const ParallelConfig& config, int world_size, i
   // NCCL operations are ordered against the compute stream by events: training need not wait for each.
   CommOptions options;
   options.blocking = device.is_cpu();
+  options.timeout_seconds = config.distributed_timeout_minutes * 60.0;
   comms_ = std::make_unique<GroupCommunicators>(*grid_, device.is_cpu() ? CommBackend::mpi : CommBackend::nccl, device,
                                                 options);
 }

@@ -9,6 +9,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/core/logging.h"
+#include "tessera/train/config_validation.h"
 
 namespace tessera::train {
 
@@ -72,7 +73,7 @@ const KeySpec& lookup(const std::string& section, const std::string& key, const 
   const KeySpec* spec = find_key(section, key);
   if (!spec) {
     std::string dotted = section + "." + key;
-    TESSERA_CONFIG_FAIL(where, "unknown key '", dotted, "'; did you mean '", closest_key(dotted), "'?");
+    TESSERA_CONFIG_FAIL(where, "unknown key '", dotted, "'; ", key_suggestion(dotted));
   }
   return *spec;
 }
@@ -85,6 +86,7 @@ std::string file_location(const std::string& path, const toml::node& node) {
 
 void read_file(const std::string& path, std::map<std::string, ConfigValue>& values) {
   if (!fs::exists(path)) TESSERA_CONFIG_FAIL("config file '", path, "' does not exist");
+  if (!fs::is_regular_file(path)) TESSERA_CONFIG_FAIL("config file '", path, "' is not a regular file (a folder?)");
   toml::table root;
   try {
     root = toml::parse_file(path);
@@ -105,8 +107,7 @@ void read_file(const std::string& path, std::map<std::string, ConfigValue>& valu
       std::string where = file_location(path, node);
       if (!known_section) {
         std::string dotted = section + "." + std::string(key.str());
-        TESSERA_CONFIG_FAIL(where, "unknown table [", section, "] (key '", dotted, "'); did you mean '",
-                            closest_key(dotted), "'?");
+        TESSERA_CONFIG_FAIL(where, "unknown table [", section, "] (key '", dotted, "'); ", key_suggestion(dotted));
       }
       const KeySpec& spec = lookup(section, std::string(key.str()), where);
       values[section + "." + std::string(key.str())] = convert(node, spec, where);
@@ -131,7 +132,7 @@ T get(const std::map<std::string, ConfigValue>& values, const char* key) {
   return std::get<T>(values.at(key));
 }
 
-void check_supported(const std::map<std::string, ConfigValue>& values, const std::string& source) {
+void check_supported(const std::map<std::string, ConfigValue>& values, const ConfigOrigin& origin) {
   for (const auto& spec : config_schema()) {
     if (spec.supported_values.empty()) continue;
     std::string dotted = std::string(spec.section) + "." + std::string(spec.key);
@@ -141,6 +142,7 @@ void check_supported(const std::map<std::string, ConfigValue>& values, const std
     if (ok) continue;
     std::string allowed_list;
     for (const auto& allowed : spec.supported_values) allowed_list += (allowed_list.empty() ? "" : ", ") + format_value(allowed);
+    std::string source = origin.of_key(dotted);
     if (spec.unsupported_reason.empty())
       TESSERA_CONFIG_FAIL(source, dotted, " = ", format_value(v), " is not allowed; allowed: ", allowed_list);
     TESSERA_CONFIG_FAIL(source, dotted, " = ", format_value(v), " is not supported yet (it comes with ",
@@ -148,8 +150,8 @@ void check_supported(const std::map<std::string, ConfigValue>& values, const std
   }
 }
 
-void require(bool ok, const std::string& source, const std::string& message) {
-  if (!ok) TESSERA_CONFIG_FAIL(source, message);
+void require(bool ok, const ConfigOrigin& origin, const std::string& message) {
+  if (!ok) TESSERA_CONFIG_FAIL(origin.of_message(message), message);
 }
 
 }  // namespace
@@ -158,7 +160,10 @@ ConfigValue parse_value_text(const KeySpec& spec, const std::string& raw, const 
   toml::table parsed;
   try {
     parsed = toml::parse("v = " + raw);
-  } catch (const toml::parse_error&) {
+  } catch (const toml::parse_error& e) {
+    if (spec.type == ValueType::integer || spec.type == ValueType::floating)  // e.g. out of int64 range
+      TESSERA_CONFIG_FAIL(where, spec.section, ".", spec.key, " must be ", value_type_name(spec.type), "; '", raw,
+                          "' is not one: ", e.description());
     parsed = toml::table{{"v", raw}};  // a bare word: take it as a string
   }
   if (spec.type == ValueType::string && !parsed["v"].is_string()) parsed = toml::table{{"v", raw}};
@@ -187,7 +192,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   for (const auto& text : overrides) apply_override(text, values);
   const bool precision_defaulted = std::get<std::string>(values.at("training.precision")).empty();
   if (precision_defaulted) values["training.precision"] = find_key("training", "precision")->default_value;
-  std::string src = path.empty() ? std::string() : path + ": ";
+  const ConfigOrigin src(path, overrides);
   check_supported(values, src);
 
   auto& m = config.model;
@@ -279,6 +284,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   if (m.num_query_groups == 0) m.num_query_groups = m.num_attention_heads;
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
   if (o.lr_decay_iters == 0) o.lr_decay_iters = t.train_iters;
+  p.distributed_timeout_minutes = get<double>(values, "parallel.distributed_timeout_minutes");
+  validate_config(config, src);
 
   // Rules that need no world size.
   auto positive = [&](int64_t v, const char* key) {

@@ -60,6 +60,8 @@ const std::vector<KeySpec>& config_schema() {
        "layers per pipeline stage, e.g. \"3,3,2\" (empty: num_layers / PP each)"},
       {"parallel", "sequence_parallel", VT::boolean, false,
        "sequence parallelism: LayerNorm, dropout and residual on seq_length / TP tokens (needs TP > 1)"},
+      {"parallel", "distributed_timeout_minutes", VT::floating, 10.0,
+       "a collective not complete after this many minutes ends the job naming the operation (0: wait forever)"},
       {"parallel", "expert_model_parallel_size", VT::integer, int64_t{1}, "EP size", kMoe, {int64_t{1}}},
       {"parallel", "use_distributed_optimizer", VT::boolean, false, "shard optimizer state over DP (ZeRO-1)"},
       {"parallel", "recompute_granularity", VT::string, S("none"), "none | selective | full", kRecompute, {S("none")}},
@@ -121,6 +123,8 @@ const std::vector<KeySpec>& config_schema() {
       {"checkpoint", "pretrained_hf", VT::string, S(""),
        "Hugging Face model folder to start from when checkpoint.load has nothing to resume (imported into "
        "<save>/pretrained_hf, then loaded with finetune; its [model] keys are defaults)"},
+      {"checkpoint", "async_save", VT::boolean, false,
+       "write checkpoints from a background thread while training continues (the last save is synchronous)"},
       {"checkpoint", "keep_last_n", VT::integer, int64_t{0}, "keep only the newest N checkpoints (0: keep all)"},
       // [logging]
       {"logging", "log_interval", VT::integer, int64_t{10}, "iterations between log lines"},

@@ -1,5 +1,7 @@
 #include "tessera/train/metrics.h"
 
+#include <cstdlib>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -97,8 +99,18 @@ void MetricsWriter::write_eval(int64_t iteration, double eval_loss) {
   if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");
 }
 
+namespace {
+// mpirun and srun hand ranks a pseudo-terminal even when the job's output goes to a file, so a
+// rank's isatty() says nothing about where the bar would end up: under a launcher, no bar.
+bool under_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "SLURM_PROCID"})
+    if (std::getenv(name)) return true;
+  return false;
+}
+}  // namespace
+
 ProgressBar::ProgressBar(int64_t total)
-    : total_(total), active_(log::is_output_rank() && isatty(STDOUT_FILENO) == 1) {}
+    : total_(total), active_(log::is_output_rank() && isatty(STDOUT_FILENO) == 1 && !under_launcher()) {}
 
 void ProgressBar::update(int64_t done, double seconds_per_iteration) {
   if (!active_) return;

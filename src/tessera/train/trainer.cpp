@@ -15,6 +15,7 @@
 #include "tessera/pipeline/pipeline_layout.h"
 #include "tessera/pipeline/pipeline_training.h"
 #include "tessera/runtime/runtime.h"
+#include "tessera/train/loss_check.h"
 #include "tessera/train/tp_report.h"
 #include "tessera/train/training_optimizer.h"
 
@@ -171,6 +172,7 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
     bool skipped = false;
     double loss = train_step(iteration, grad_norm, skipped);
     double seconds = seconds_since(start);
+    check_loss_is_finite(loss, iteration, context_->world().rank());
     if (skipped) ++skipped_total;
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) ++nan_total;
     if (iteration > first_iteration) {  // the first iteration of this process pays one-time costs
@@ -240,7 +242,8 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
          << " timed iterations (" << summary.first_timed_iteration << ".." << summary.last_timed_iteration << ")";
   else
     done << ", no iteration timed (the first one a run makes is not)";
-  log::info("training finished: ", done.str(), ", peak activation memory ", arena_.peak_bytes() / (1 << 20), " MiB",
+  log::info(stopped ? "training stopped early: " : "training finished: ", done.str(), ", peak activation memory ",
+            arena_.peak_bytes() / (1 << 20), " MiB",
             device_.is_cuda() ? ", peak device memory " + std::to_string(summary.peak_device_bytes >> 20) + " MiB"
                               : std::string());
   return summary;

@@ -7,6 +7,7 @@
 #include "tessera/ckpt/checkpoint_reader.h"
 #include "tessera/ckpt/collective_errors.h"
 #include "tessera/ckpt/exit_signal.h"
+#include "tessera/ckpt/load_target.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/logging.h"
 
@@ -114,6 +115,7 @@ TrainingCheckpoints::TrainingCheckpoints(const train::Config& config, parallel::
   exit_duration_in_mins_ = int_value(config, "training.exit_duration_in_mins");
   keep_last_n_ = int_value(config, "checkpoint.keep_last_n");
   signal_handler_ = bool_value(config, "training.exit_signal_handler");
+  async_save_ = config.values.count("checkpoint.async_save") && bool_value(config, "checkpoint.async_save");
   if (signal_handler_) install_exit_signal_handler();
   if (!has_split_metadata<nn::Parameter> && context.tp_size() > 1)
     TESSERA_FAIL("checkpoints at tensor_model_parallel_size > 1 need nn::Parameter's split metadata "
@@ -134,15 +136,17 @@ TrainingProgress TrainingCheckpoints::load_on_this_rank(models::StageModel& mode
   const auto& c = config_.checkpoint;
   TrainingProgress fresh;
   fresh.seed = config_.training.seed;
-  auto tracker = read_tracker(c.load);
+  LoadTarget target = resolve_load_target(c.load);
+  auto tracker = target.which;
   if (!tracker) {
     log::warn("WARNING: could not find the checkpoint tracker ", (fs::path(c.load) / kTrackerFile).string(),
               "; starting from random initialisation");
     return fresh;
   }
-  fs::path folder = checkpoint_folder(c.load, *tracker);
+  fs::path folder = checkpoint_folder(target.dir, *tracker);
   auto start = std::chrono::steady_clock::now();
   CheckpointReader reader(folder);
+  check_iteration_agrees(folder, *tracker, reader.iteration(), reader.progress().iteration);
   check_model_matches(reader, model);
   const bool weights_only = c.finetune || tracker->release;
 
@@ -223,8 +227,18 @@ void TrainingCheckpoints::check_model_matches(const CheckpointReader& reader, mo
   }
 }
 
+void TrainingCheckpoints::finish_async_save(bool wait) {
+  if (!async_.pending()) return;
+  int64_t iteration = async_.iteration();
+  std::optional<SaveResult> result = wait ? async_.finish(context_.world()) : async_.try_finish(context_.world());
+  if (result)
+    log::info("saved checkpoint at iteration ", iteration, " to ", result->folder.string(), " in ", result->seconds,
+              " s (asynchronous)");
+}
+
 void TrainingCheckpoints::save(const TrainingProgress& progress, models::StageModel& model,
-                               const TrainerOptimizer& optimizer) {
+                               const TrainerOptimizer& optimizer, bool asynchronous) {
+  finish_async_save(/*wait=*/true);  // one save in flight at a time, committed in order
   const auto& o = config_.optimizer;
   SaveRequest request;
   request.save_dir = config_.checkpoint.save;
@@ -250,6 +264,14 @@ void TrainingCheckpoints::save(const TrainingProgress& progress, models::StageMo
                             {"num_attention_heads", config_.model.num_attention_heads},
                             {"seq_length", config_.model.seq_length}};
   request.keep_last_n = static_cast<int>(keep_last_n_);
+  if (asynchronous) {
+    auto start = std::chrono::steady_clock::now();
+    async_.start(request, context_.world());  // snapshots the tensors: training may change them now
+    last_saved_iteration_ = progress.iteration;
+    log::info("started asynchronous checkpoint save at iteration ", progress.iteration, " (snapshot in ",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), " s)");
+    return;
+  }
   SaveResult result = save_checkpoint(request, context_.world());
   last_saved_iteration_ = progress.iteration;
   log::info("saved checkpoint at iteration ", progress.iteration, " to ", result.folder.string(), " in ",
@@ -260,7 +282,9 @@ bool TrainingCheckpoints::after_iteration(const TrainingProgress& progress, mode
                                           const TrainerOptimizer& optimizer) {
   const auto& c = config_.checkpoint;
   const bool can_save = !c.save.empty();
-  if (can_save && c.save_interval > 0 && progress.iteration % c.save_interval == 0) save(progress, model, optimizer);
+  finish_async_save(/*wait=*/false);
+  if (can_save && c.save_interval > 0 && progress.iteration % c.save_interval == 0)
+    save(progress, model, optimizer, async_save_ && progress.iteration != config_.training.train_iters);
 
   std::string reason;
   if (signal_handler_ || exit_duration_in_mins_ > 0) {
@@ -280,6 +304,7 @@ bool TrainingCheckpoints::after_iteration(const TrainingProgress& progress, mode
   if (reason.empty()) return false;
 
   if (can_save && last_saved_iteration_ != progress.iteration) save(progress, model, optimizer);
+  finish_async_save(/*wait=*/true);
   if (!can_save) log::warn("WARNING: checkpoint.save is empty; stopping without a checkpoint");
   log::info("exiting program at iteration ", progress.iteration, " after ", reason);
   clear_exit_signal();
@@ -288,6 +313,7 @@ bool TrainingCheckpoints::after_iteration(const TrainingProgress& progress, mode
 
 void TrainingCheckpoints::at_end(const TrainingProgress& progress, models::StageModel& model,
                                  const TrainerOptimizer& optimizer) {
+  finish_async_save(/*wait=*/true);
   if (config_.checkpoint.save.empty() || progress.iteration == 0 || last_saved_iteration_ == progress.iteration)
     return;
   save(progress, model, optimizer);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "tessera/ckpt/async_checkpoint_save.h"
 #include "tessera/ckpt/checkpoint_reader.h"
 #include "tessera/ckpt/checkpoint_save.h"
 #include "tessera/models/stage_model.h"
@@ -49,7 +50,10 @@ class TrainingCheckpoints {
   void at_end(const TrainingProgress& progress, models::StageModel& model, const TrainerOptimizer& optimizer);
 
  private:
-  void save(const TrainingProgress& progress, models::StageModel& model, const TrainerOptimizer& optimizer);
+  // asynchronous: checkpoint.async_save and not the last save (at an exit or the end of training).
+  void save(const TrainingProgress& progress, models::StageModel& model, const TrainerOptimizer& optimizer,
+            bool asynchronous = false);
+  void finish_async_save(bool wait);  // collective; commits an async save whose writers are done (all, if wait)
   TrainingProgress load_on_this_rank(models::StageModel& model, const TrainerOptimizer& optimizer);
   // ConfigError naming common.h5 when the saved model_info (hidden size, layers, heads, vocab)
   // differs from this run's model.
@@ -61,6 +65,8 @@ class TrainingCheckpoints {
   int64_t last_saved_iteration_ = -1;
   int64_t exit_interval_ = 0, exit_duration_in_mins_ = 0, keep_last_n_ = 0;
   bool signal_handler_ = false;
+  bool async_save_ = false;
+  AsyncCheckpointSave async_;
 };
 
 }  // namespace tessera::ckpt
