@@ -12,6 +12,7 @@
 #include "tessera/generate/generator.h"
 #include "tessera/generate/model_loader.h"
 #include "tessera/generate/prompts_io.h"
+#include "tessera/generate/server.h"
 #include "tessera/runtime/main_guard.h"
 #include "tessera/runtime/runtime.h"
 
@@ -89,7 +90,10 @@ int generate_main(int argc, char** argv) {
       }
       return 0;
     }
-    TESSERA_CONFIG_FAIL("--serve: SERVER_TODO");
+    generate::ServerOptions server;
+    server.host = vm["host"].as<std::string>();
+    server.port = vm["port"].as<int>();
+    generate::serve(server, generator, setup->tokenizer.get(), setup->gpt->vocab_size(), setup->eod);
     generator.stop_followers();
     return 0;
   }

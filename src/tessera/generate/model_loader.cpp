@@ -109,6 +109,9 @@ std::unique_ptr<GenerationSetup> load_for_generation(const std::string& load, co
     overrides.push_back("data.vocab_file=\"" + (hf_dir / "vocab.json").string() + "\"");
     overrides.push_back("data.merge_file=\"" + (hf_dir / "merges.txt").string() + "\"");
   }
+  // Decoding runs on the CPU until the cached attention has a CUDA kernel (--set training.device=cuda
+  // then fails clearly at the first step).
+  overrides.push_back("training.device=\"cpu\"");
   overrides.insert(overrides.end(), user_overrides.begin(), user_overrides.end());
   overrides.push_back("data.mock_data=true");
   overrides.push_back("data.vocab_size=" + std::to_string(vocab));
