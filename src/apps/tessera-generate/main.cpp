@@ -4,6 +4,8 @@
 #include <fstream>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 
@@ -15,6 +17,7 @@
 #include "tessera/generate/server.h"
 #include "tessera/runtime/main_guard.h"
 #include "tessera/runtime/runtime.h"
+#include "tessera/train/config.h"
 
 namespace po = boost::program_options;
 using namespace tessera;
@@ -24,7 +27,7 @@ namespace {
 int generate_main(int argc, char** argv) {
   po::options_description options("tessera-generate options");
   options.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
-      "load", po::value<std::string>()->default_value(""), "Tessera checkpoint folder or Hugging Face model folder")(
+      "load", po::value<std::string>()->default_value(""), "Tessera checkpoint folder or Hugging Face model folder (default: the config's checkpoint.load)")(
       "config,c", po::value<std::string>()->default_value(""), "TOML config file (parallel, training.device, data)")(
       "set", po::value<std::vector<std::string>>()->composing()->default_value({}, ""),
       "override a config key: --set table.key=value (repeatable)")(
@@ -44,6 +47,8 @@ int generate_main(int argc, char** argv) {
       "no-stop", "never stop early")("no-kv-cache", "recompute every token each step (reference path)")(
       "output,o", po::value<std::string>()->default_value(""), "write JSON Lines here (default: stdout)")(
       "serve", "run the HTTP server (PUT /api) instead of a batch")(
+      "random-init", "no checkpoint: random weights, model keys from --config/--set (benchmarks)")(
+      "warmup", po::value<int64_t>()->default_value(0), "first generate this many tokens untimed (benchmarks)")(
       "host", po::value<std::string>()->default_value("127.0.0.1"), "server address")(
       "port", po::value<int>()->default_value(5000), "server port");
   po::variables_map vm;
@@ -78,8 +83,16 @@ int generate_main(int argc, char** argv) {
   if (!serve && texts.empty() == prompts_file.empty())
     TESSERA_CONFIG_FAIL("give prompts with --prompt TEXT (repeatable) or --prompts-file F.jsonl (one of them), or --serve");
 
-  auto setup = generate::load_for_generation(vm["load"].as<std::string>(), vm["config"].as<std::string>(),
-                                             vm["set"].as<std::vector<std::string>>());
+  // --load, else the config's checkpoint.load (jobs/generate.sbatch passes a training-style config).
+  std::string load = vm["load"].as<std::string>();
+  if (load.empty() && !vm["config"].as<std::string>().empty() && !vm.count("random-init"))
+  {
+    auto sets = vm["set"].as<std::vector<std::string>>();
+    sets.push_back("data.mock_data=true");  // only checkpoint.load is read here
+    load = train::load_config(vm["config"].as<std::string>(), sets).checkpoint.load;
+  }
+  auto setup = generate::load_for_generation(load, vm["config"].as<std::string>(),
+                                             vm["set"].as<std::vector<std::string>>(), vm.count("random-init") > 0);
   const int64_t pad = setup->eod >= 0 ? setup->eod : 0;
   generate::Generator generator(*setup->gpt, *setup->context, setup->config.parallel, pad);
   const bool root = Runtime::get().world_rank() == 0;
@@ -131,8 +144,19 @@ int generate_main(int argc, char** argv) {
     generator.stop_followers();
     throw;
   }
+  if (const int64_t warmup = vm["warmup"].as<int64_t>(); warmup > 0) {
+    generate::GenerationRequest first = request;
+    first.max_new_tokens = std::min(warmup, request.max_new_tokens);
+    generator.run(first);
+  }
+  const auto start = std::chrono::steady_clock::now();
   const auto results = generator.run(request);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   generator.stop_followers();
+  int64_t new_tokens = 0;
+  for (const auto& r : results) new_tokens += static_cast<int64_t>(r.output_ids.size()) - r.prompt_length;
+  log::info("{\"benchmark\": \"tessera-generate\", \"batch\": ", results.size(), ", \"new_tokens\": ", new_tokens,
+            ", \"seconds\": ", seconds, ", \"tok_s\": ", seconds > 0 ? new_tokens / seconds : 0.0, "}");
 
   std::string text;
   for (size_t i = 0; i < prompts.size(); ++i) text += generate::output_row(prompts[i], results[i], tokenizer) + "\n";

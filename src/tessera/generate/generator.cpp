@@ -10,6 +10,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/rng.h"
 #include "tessera/generate/beam_search.h"
+#include "tessera/ops/argmax.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/runtime/device_copy.h"
 #include "tessera/runtime/mpi_check.h"
@@ -103,7 +104,7 @@ std::vector<GenerationResult> Generator::execute(const GenerationRequest& reques
 
 std::vector<float> Generator::forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& positions,
                                       const std::vector<uint8_t>& key_mask, int64_t past, int64_t tokens,
-                                      bool last_only) {
+                                      bool last_only, bool greedy_only) {
   const int pp = context_.pp_size(), pp_rank = context_.pp_rank();
   const int64_t rows = cache_.batch, vocab = model_.vocab_size(), padded = model_.padded_vocab_size();
   step_arena_.reset();
@@ -119,10 +120,32 @@ std::vector<float> Generator::forward(const std::vector<int32_t>& ids, const std
   }
   Tensor out = model_.forward_cached(0, step_arena_, ids_t, positions_t, input, mask_t, cache_, past, tokens, last_only);
   const int64_t out_rows = last_only ? rows : tokens * rows;
+  const int64_t width = greedy_only ? 2 : vocab;  // floats per row sent to rank 0
   std::vector<float> logits;
   const bool world_root = context_.world().rank() == 0;
   if (pp_rank < pp - 1) {
     context_.pipeline().send(out, pp_rank + 1);
+  } else if (context_.tp_rank() == 0 && greedy_only) {
+    TESSERA_CHECK(last_only, "greedy_only needs last_only");
+    Tensor index = step_arena_.allocate(DType::i32, {out_rows}), logprob = step_arena_.allocate(DType::f32, {out_rows});
+    ops::argmax_log_softmax(out, vocab, index, logprob);
+    std::vector<int32_t> host_index(static_cast<size_t>(out_rows));
+    std::vector<float> host_logprob(static_cast<size_t>(out_rows));
+    if (index.device().is_cpu()) {
+      std::memcpy(host_index.data(), index.data(), host_index.size() * sizeof(int32_t));
+      std::memcpy(host_logprob.data(), logprob.data(), host_logprob.size() * sizeof(float));
+    } else {
+      copy_synchronous(index, Tensor(host_index.data(), DType::i32, {out_rows}, Device::cpu()));
+      copy_synchronous(logprob, Tensor(host_logprob.data(), DType::f32, {out_rows}, Device::cpu()));
+    }
+    logits.resize(static_cast<size_t>(2 * out_rows));
+    for (int64_t r = 0; r < out_rows; ++r) {
+      logits[2 * r] = static_cast<float>(host_index[r]);  // exact below 2^24
+      logits[2 * r + 1] = host_logprob[r];
+    }
+    if (!world_root)
+      TESSERA_MPI_CHECK(MPI_Send(logits.data(), static_cast<int>(logits.size()), MPI_FLOAT, 0, kLogitsTag,
+                                 MPI_COMM_WORLD));
   } else if (context_.tp_rank() == 0) {
     Tensor f32 = out;
     if (out.dtype() != DType::f32) {
@@ -141,7 +164,7 @@ std::vector<float> Generator::forward(const std::vector<int32_t>& ids, const std
                                  MPI_COMM_WORLD));
   }
   if (world_root && pp > 1) {
-    logits.resize(static_cast<size_t>(out_rows * vocab));
+    logits.resize(static_cast<size_t>(out_rows * width));
     const int last_stage = context_.pipeline().world_ranks().at(static_cast<size_t>(pp - 1));
     TESSERA_MPI_CHECK(MPI_Recv(logits.data(), static_cast<int>(logits.size()), MPI_FLOAT, last_stage, kLogitsTag,
                                MPI_COMM_WORLD, MPI_STATUS_IGNORE));
@@ -219,8 +242,11 @@ std::vector<GenerationResult> Generator::sample_batch(const GenerationRequest& r
   const bool root = context_.world().rank() == 0;
   std::vector<GenerationResult> results(root ? static_cast<size_t>(rows) : 0);
 
+  // Greedy without prompt log-probabilities: the argmax is taken where the logits are.
+  const bool greedy = request.sampling.greedy();
+  bool summary = greedy && !request.prompt_logprobs;
   std::vector<float> logits = forward(batch.slice(batch.tokens, 0, P), batch.slice(batch.positions, 0, P),
-                                      batch.key_mask, 0, P, !request.prompt_logprobs);
+                                      batch.key_mask, 0, P, !request.prompt_logprobs, summary);
   if (root)
     for (int64_t b = 0; b < rows; ++b) {
       results[b].prompt_length = static_cast<int64_t>(prompts[b]->size());
@@ -237,7 +263,12 @@ std::vector<GenerationResult> Generator::sample_batch(const GenerationRequest& r
       bool all_finished = true;
       for (int64_t b = 0; b < rows; ++b) {
         int32_t token = static_cast<int32_t>(pad_token_);
-        if (!finished[b]) {
+        if (!finished[b] && summary) {
+          token = static_cast<int32_t>(logits[2 * b]);
+          results[b].output_ids.push_back(token);
+          results[b].logprobs.push_back(logits[2 * b + 1]);
+          if (token == request.stop_token) finished[b] = true;
+        } else if (!finished[b]) {
           std::span<const float> row(logits.data() + (last_row_offset + b) * vocab, static_cast<size_t>(vocab));
           std::vector<float> work(row.begin(), row.end());
           const double u = stream.uniform_double(static_cast<uint64_t>(step * rows + b));
@@ -256,12 +287,13 @@ std::vector<GenerationResult> Generator::sample_batch(const GenerationRequest& r
     if (decision[0]) break;
     const int64_t s = P + step;
     for (int64_t b = 0; b < rows; ++b) batch.set(s, b, decision[1 + b]);
+    summary = greedy;
     if (request.use_kv_cache)
       logits = forward(batch.slice(batch.tokens, s, s + 1), batch.slice(batch.positions, s, s + 1), batch.key_mask, s,
-                       1, true);
+                       1, true, summary);
     else
       logits = forward(batch.slice(batch.tokens, 0, s + 1), batch.slice(batch.positions, 0, s + 1), batch.key_mask, 0,
-                       s + 1, true);
+                       s + 1, true, summary);
     last_row_offset = 0;
   }
   return results;

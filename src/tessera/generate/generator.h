@@ -37,10 +37,13 @@ class Generator {
   std::vector<GenerationResult> sample_batch(const GenerationRequest& request);
   GenerationResult beam_search(const GenerationRequest& request, const std::vector<int32_t>& prompt);
   // One forward of t new tokens per row at cache indices [past, past + t) through every stage.
-  // tokens / positions: host [rows][t] (sequence order within a row). On world rank 0: the
+  // ids / positions: host [t][rows] (sequence-major). On world rank 0: the
   // logits, rows x vocab (last token of each row) or t * rows x vocab (all, sequence-major).
+  // greedy_only (with last_only): instead of the logits, (argmax, its log-probability) per row,
+  // reduced where the logits are (ops/argmax.h), as rows x 2 floats.
   std::vector<float> forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& positions,
-                             const std::vector<uint8_t>& key_mask, int64_t past, int64_t tokens, bool last_only);
+                             const std::vector<uint8_t>& key_mask, int64_t past, int64_t tokens, bool last_only,
+                             bool greedy_only = false);
   // Rank 0's choice broadcast to every rank (values[0] = 1 when generation ends after this step).
   void broadcast_ints(std::vector<int32_t>& values);
 

@@ -78,10 +78,53 @@ GenerationSetup::~GenerationSetup() {
   }
 }
 
+namespace {
+// The layout, this rank's model (weights uninitialised) and the tokenizer for config x.config.
+void build_model(GenerationSetup& x, int64_t vocab) {
+  Runtime& runtime = Runtime::get();
+  x.device = runtime.select_device(x.config.training.device);
+  train::resolve_default_precision(x.config, x.device.is_cuda());
+  const auto& p = x.config.parallel;
+  const int64_t model_parallel = p.tensor_model_parallel_size * p.pipeline_model_parallel_size;
+  if (runtime.world_size() != model_parallel)
+    TESSERA_CONFIG_FAIL("tessera-generate runs with data-parallel size 1: the world size (", runtime.world_size(),
+                        ") must equal parallel.tensor_model_parallel_size x parallel.pipeline_model_parallel_size (",
+                        p.tensor_model_parallel_size, " x ", p.pipeline_model_parallel_size, ")");
+  x.context = std::make_unique<parallel::ParallelContext>(p, runtime.world_size(), runtime.world_rank(), x.device);
+  models::ModelBuildArgs build;
+  build.config = &x.config.model;
+  build.vocab_size = vocab;
+  build.dtype = optim::model_param_dtype(x.config.training.precision);
+  build.device = x.device;
+  build.tp = parallel::tensor_parallel_view(*x.context);
+  build.pipeline_size = x.context->pp_size();
+  build.chunks = parallel::pipeline_chunk_layouts(x.config.model.num_layers, p, x.context->pp_size(),
+                                                  x.context->pp_rank());
+  x.model = models::model_family(x.config.model.architecture).build(build);
+  x.gpt = dynamic_cast<models::GPTModel*>(x.model.get());
+  if (!x.gpt)
+    TESSERA_CONFIG_FAIL("model.architecture = ", x.config.model.architecture,
+                        " has no generation support yet in tessera-generate (gpt has)");
+}
+}  // namespace
+
 std::unique_ptr<GenerationSetup> load_for_generation(const std::string& load, const std::string& config_file,
-                                                     const std::vector<std::string>& user_overrides) {
+                                                     const std::vector<std::string>& user_overrides, bool random_init) {
   auto setup = std::make_unique<GenerationSetup>();
   GenerationSetup& x = *setup;
+  if (random_init) {
+    std::vector<std::string> overrides = {"data.vocab_size=50257"};
+    overrides.insert(overrides.end(), user_overrides.begin(), user_overrides.end());
+    overrides.push_back("data.mock_data=true");
+    overrides.push_back("logging.metrics_file=\"\"");
+    x.config = train::load_config(config_file, overrides);
+    build_model(x, x.config.data.vocab_size);
+    x.model->initialize(static_cast<uint64_t>(x.config.training.seed));
+    log::info("tessera-generate: random ", x.config.model.architecture, " (", x.config.model.num_layers,
+              " layers, hidden ", x.config.model.hidden_size, ") at TP=", x.context->tp_size(), " PP=",
+              x.context->pp_size(), " on ", x.device.name(), " in ", x.config.training.precision);
+    return setup;
+  }
   if (load.empty()) TESSERA_CONFIG_FAIL("tessera-generate needs --load CKPT (a Tessera checkpoint or an HF folder)");
   if (!fs::exists(load)) TESSERA_CONFIG_FAIL("--load ", load, ": no such checkpoint or folder");
   const fs::path hf_dir = fs::exists(fs::path(load) / "config.json") ? fs::path(load) : fs::path();
@@ -109,9 +152,6 @@ std::unique_ptr<GenerationSetup> load_for_generation(const std::string& load, co
     overrides.push_back("data.vocab_file=\"" + (hf_dir / "vocab.json").string() + "\"");
     overrides.push_back("data.merge_file=\"" + (hf_dir / "merges.txt").string() + "\"");
   }
-  // Decoding runs on the CPU until the cached attention has a CUDA kernel (--set training.device=cuda
-  // then fails clearly at the first step).
-  overrides.push_back("training.device=\"cpu\"");
   overrides.insert(overrides.end(), user_overrides.begin(), user_overrides.end());
   overrides.push_back("data.mock_data=true");
   overrides.push_back("data.vocab_size=" + std::to_string(vocab));
@@ -121,31 +161,7 @@ std::unique_ptr<GenerationSetup> load_for_generation(const std::string& load, co
   overrides.push_back("checkpoint.save=\"\"");
   x.config = train::load_config(config_file, overrides);
 
-  Runtime& runtime = Runtime::get();
-  x.device = runtime.select_device(x.config.training.device);
-  train::resolve_default_precision(x.config, x.device.is_cuda());
-  const auto& p = x.config.parallel;
-  const int64_t model_parallel = p.tensor_model_parallel_size * p.pipeline_model_parallel_size;
-  if (runtime.world_size() != model_parallel)
-    TESSERA_CONFIG_FAIL("tessera-generate runs with data-parallel size 1: the world size (", runtime.world_size(),
-                        ") must equal parallel.tensor_model_parallel_size x parallel.pipeline_model_parallel_size (",
-                        p.tensor_model_parallel_size, " x ", p.pipeline_model_parallel_size, ")");
-  x.context = std::make_unique<parallel::ParallelContext>(p, runtime.world_size(), runtime.world_rank(), x.device);
-
-  models::ModelBuildArgs build;
-  build.config = &x.config.model;
-  build.vocab_size = vocab;
-  build.dtype = optim::model_param_dtype(x.config.training.precision);
-  build.device = x.device;
-  build.tp = parallel::tensor_parallel_view(*x.context);
-  build.pipeline_size = x.context->pp_size();
-  build.chunks = parallel::pipeline_chunk_layouts(x.config.model.num_layers, p, x.context->pp_size(),
-                                                  x.context->pp_rank());
-  x.model = models::model_family(x.config.model.architecture).build(build);
-  x.gpt = dynamic_cast<models::GPTModel*>(x.model.get());
-  if (!x.gpt)
-    TESSERA_CONFIG_FAIL("model.architecture = ", x.config.model.architecture,
-                        " has no generation support yet in tessera-generate (gpt has)");
+  build_model(x, vocab);
   ckpt::TrainingCheckpoints(x.config, *x.context).load(*x.model, ckpt::TrainerOptimizer{});
 
   const auto& d = x.config.data;

@@ -28,7 +28,10 @@ struct GenerationSetup {
 };
 
 // Collective over the world. ConfigError naming the path or key on bad input.
+// random_init (benchmarks): no checkpoint; the model keys come from config_file / overrides (vocabulary
+// size data.vocab_size, default 50257) and the weights from training.seed.
 std::unique_ptr<GenerationSetup> load_for_generation(const std::string& load, const std::string& config_file,
-                                                     const std::vector<std::string>& overrides);
+                                                     const std::vector<std::string>& overrides,
+                                                     bool random_init = false);
 
 }  // namespace tessera::generate

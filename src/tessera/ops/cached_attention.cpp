@@ -1,8 +1,9 @@
 // Attention over a KV cache: checks shapes, dtypes and the cache window, then runs the CPU reference
-// (cpu/cached_attention.h).
+// (cpu/cached_attention.h) or the CUDA kernel.
 #include "tessera/ops/cached_attention.h"
 
 #include "tessera/ops/cpu/cached_attention.h"
+#include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/half_compute.h"
 #include "tessera/ops/op_checks.h"
 
@@ -43,7 +44,8 @@ void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const A
                               const Tensor& k_cache, const Tensor& v_cache, int64_t past, const Tensor& out) {
   const char* op = "cached_attention_forward";
   const cpu::CachedAttentionDims d = cached_dims(op, qkv, key_mask, params, k_cache, v_cache, past, out);
-  detail::require_cpu(op, {&qkv, &key_mask, &k_cache, &v_cache, &out});
+  if (detail::runs_on_cuda(op, {&qkv, &key_mask, &k_cache, &v_cache, &out}))
+    return TESSERA_CUDA_OP(cached_attention_forward(qkv, key_mask, params, k_cache, v_cache, past, out));
   if (detail::is_half(qkv.dtype())) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({qkv, key_mask, k_cache, v_cache, out}, {false, false, true, true, true},
                            [&](const std::vector<Tensor>& t) {

@@ -4,8 +4,8 @@
 // that occupy cache indices [past, past + t); k_cache, v_cache [b, capacity, ng hn] of qkv's dtype;
 // key_mask u8 [b, capacity] (1 = attend: a real token; 0: left padding) or undefined (all keys);
 // out [t, b, na hn]. Query i attends keys j <= past + i with key_mask[b, j] = 1, scores scaled by
-// 1/sqrt(hn); a query with no key left gets a zero row. CPU: f32/f64 (bf16/f16 through f32). No CUDA
-// kernel yet: CUDA tensors fail clearly (generation runs on the CPU for now).
+// 1/sqrt(hn); a query with no key left gets a zero row. CPU: f32/f64 (bf16/f16 through f32); CUDA:
+// f32/bf16/f16 (kernels/cached_attention.cu; head_dim <= 256, a cache of up to ~12k tokens).
 #pragma once
 #include <cstdint>
 
@@ -16,5 +16,12 @@ namespace tessera::ops {
 
 void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const AttentionParams& params,
                               const Tensor& k_cache, const Tensor& v_cache, int64_t past, const Tensor& out);
+
+#ifdef TESSERA_HAVE_CUDA
+namespace cuda {  // the CUDA backend (ops/cuda/cached_attention_cuda.cpp), reached through the dispatcher
+void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const AttentionParams& params,
+                              const Tensor& k_cache, const Tensor& v_cache, int64_t past, const Tensor& out);
+}  // namespace cuda
+#endif
 
 }  // namespace tessera::ops
