@@ -220,7 +220,7 @@ r=c.getresponse(); print(r.status, r.read().decode())' "$port") || true
       "$CONFIGS/generate.toml" --prompts prompts.txt
     expect_state "$jid" COMPLETED 0:0
     expect_out "$jid" "layout: nodes=1 world=2 \| TP=2 PP=1 \| checkpoint ckpt \(latest_checkpointed_iteration.txt: 100\)"
-    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=2 --kill-on-bad-exit=1 tessera-generate --config $CONFIGS/generate.toml --prompts prompts.txt"
+    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=2 --kill-on-bad-exit=1 [^ ]*tessera-generate --config $CONFIGS/generate.toml --prompts prompts.txt"
     dry_run_fails 4 "generation needs exactly tensor_model_parallel_size 2 x pipeline_model_parallel_size 1 = 2 ranks, the allocation has 4" \
       "$JOBS/generate.sbatch" "$CONFIGS/generate.toml"
     dry_run_fails 2 "checkpoint.load is empty" "$JOBS/generate.sbatch" "$CONFIGS/generate.toml" --set checkpoint.load=

@@ -89,6 +89,7 @@ int generate_main(int argc, char** argv) {
   {
     auto sets = vm["set"].as<std::vector<std::string>>();
     sets.push_back("data.mock_data=true");  // only checkpoint.load is read here
+    sets.push_back("data.vocab_size=1");
     load = train::load_config(vm["config"].as<std::string>(), sets).checkpoint.load;
   }
   auto setup = generate::load_for_generation(load, vm["config"].as<std::string>(),
