@@ -15,15 +15,20 @@ constexpr int kThreads = 128;
 constexpr int kMaxHeadDim = 256;
 constexpr size_t kSharedBytes = 48 * 1024;
 
+__device__ __forceinline__ int64_t cached_tokens(const CachedAttentionArgs& a) {
+  return a.past_device ? static_cast<int64_t>(*a.past_device) : a.past;
+}
+
 template <typename T>
 __global__ void append_kv_kernel(const T* qkv, CachedAttentionArgs a, T* k_cache, T* v_cache) {
+  const int64_t past = cached_tokens(a);
   const int64_t hn = a.head_dim, ng = a.num_query_groups, per_group = a.num_heads / ng;
   const int64_t width = (a.num_heads + 2 * ng) * hn;
   const int64_t total = a.tokens * a.batch * ng * hn;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = i % hn, g = (i / hn) % ng, b = (i / (hn * ng)) % a.batch, s = i / (hn * ng * a.batch);
     const T* k = qkv + (s * a.batch + b) * width + g * (per_group + 2) * hn + per_group * hn;
-    const int64_t slot = (b * a.capacity + a.past + s) * ng * hn + g * hn + e;
+    const int64_t slot = (b * a.capacity + past + s) * ng * hn + g * hn + e;
     k_cache[slot] = k[e];
     v_cache[slot] = k[hn + e];
   }
@@ -37,7 +42,7 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
   const int64_t width = (a.num_heads + 2 * ng) * hn, row = ng * hn;
   const int64_t h = blockIdx.x % a.num_heads, b = (blockIdx.x / a.num_heads) % a.batch,
                 s = blockIdx.x / (a.num_heads * a.batch);
-  const int64_t g = h / per_group, keys = a.past + s + 1;
+  const int64_t g = h / per_group, keys = cached_tokens(a) + s + 1;
   float* q = shared;               // [hn]
   float* partial = q + hn;         // [kThreads]
   float* scores = partial + kThreads;  // [keys]
@@ -93,7 +98,7 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
 
 }  // namespace
 
-int64_t cached_attention_max_capacity(int64_t head_dim) {
+int64_t cached_attention_max_capacity(int64_t head_dim) {  // scores of the whole cache in shared memory
   return static_cast<int64_t>(kSharedBytes / sizeof(float)) - head_dim - kThreads;
 }
 
@@ -103,8 +108,8 @@ void cached_attention_forward(DType t, const void* qkv, const uint8_t* key_mask,
   TESSERA_CHECK(a.head_dim <= kMaxHeadDim, "cached attention kernel: head_dim ", a.head_dim, " > ", kMaxHeadDim);
   const int64_t appended = a.tokens * a.batch * a.num_query_groups * a.head_dim;
   const unsigned append_blocks = static_cast<unsigned>(std::min<int64_t>((appended + 255) / 256, 132 * 32));
-  const int64_t keys = a.past + a.tokens;
-  const size_t shared = static_cast<size_t>(a.head_dim + kThreads + keys) * sizeof(float);
+  // Scores for up to the whole cache: the same launch for every step (graph replays).
+  const size_t shared = static_cast<size_t>(a.head_dim + kThreads + a.capacity) * sizeof(float);
   const unsigned blocks = static_cast<unsigned>(a.tokens * a.batch * a.num_heads);
   TESSERA_DEVICE_FLOAT_SWITCH(
       t, T, append_kv_kernel<T><<<append_blocks, 256, 0, s>>>(static_cast<const T*>(qkv), a, static_cast<T*>(k_cache),

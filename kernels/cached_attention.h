@@ -11,6 +11,9 @@ namespace tessera::kernels {
 struct CachedAttentionArgs {
   int64_t tokens = 0, batch = 0, num_heads = 0, num_query_groups = 0, head_dim = 0, capacity = 0, past = 0;
   float softmax_scale = 1.0f;
+  // When set: the number of cached tokens is read from this device i32 instead of `past` (a CUDA
+  // graph replays one launch for every decode step); `past` is then only an upper bound.
+  const int32_t* past_device = nullptr;
 };
 
 // The largest cache (in tokens) the kernel takes for a head_dim: its scores live in shared memory.

@@ -44,7 +44,7 @@ int generate_main(int argc, char** argv) {
       "length-penalty", po::value<double>()->default_value(1.0), "beam search length penalty")(
       "add-bos", "prepend the end-of-document token to every prompt (Megatron's add_BOS)")(
       "stop-token", po::value<int64_t>(), "stop a sequence at this token (default: the end-of-document token)")(
-      "no-stop", "never stop early")("no-kv-cache", "recompute every token each step (reference path)")(
+      "no-stop", "never stop early")("no-cuda-graphs", "run every decode step's kernels eagerly (one GPU)")("no-kv-cache", "recompute every token each step (reference path)")(
       "output,o", po::value<std::string>()->default_value(""), "write JSON Lines here (default: stdout)")(
       "serve", "run the HTTP server (PUT /api) instead of a batch")(
       "random-init", "no checkpoint: random weights, model keys from --config/--set (benchmarks)")(
@@ -95,7 +95,8 @@ int generate_main(int argc, char** argv) {
   auto setup = generate::load_for_generation(load, vm["config"].as<std::string>(),
                                              vm["set"].as<std::vector<std::string>>(), vm.count("random-init") > 0);
   const int64_t pad = setup->eod >= 0 ? setup->eod : 0;
-  generate::Generator generator(*setup->gpt, *setup->context, setup->config.parallel, pad);
+  generate::Generator generator(*setup->gpt, *setup->context, setup->config.parallel, pad,
+                                vm.count("no-cuda-graphs") == 0);
   const bool root = Runtime::get().world_rank() == 0;
 
   if (serve) {

@@ -44,12 +44,13 @@ std::vector<float> log_softmax_rows(const std::vector<float>& logits, int64_t ro
 }  // namespace
 
 Generator::Generator(models::GPTModel& model, parallel::ParallelContext& context, const ParallelConfig& parallel,
-                     int64_t pad_token)
+                     int64_t pad_token, bool cuda_graphs)
     : model_(model),
       context_(context),
       pad_token_(pad_token),
       cache_arena_(size_t(64) << 20, context.device()),
-      step_arena_(size_t(64) << 20, context.device()) {
+      step_arena_(size_t(64) << 20, context.device()),
+      cuda_graphs_(cuda_graphs && context.device().is_cuda() && context.tp_size() == 1 && context.pp_size() == 1) {
   if (context.dp_size() != 1)
     TESSERA_CONFIG_FAIL("tessera-generate runs with data-parallel size 1: the world size (", context.grid().world_size(),
                         ") must equal tensor_model_parallel_size x pipeline_model_parallel_size (", context.tp_size(),
@@ -114,6 +115,32 @@ std::vector<float> Generator::forward(const std::vector<int32_t>& ids, const std
     positions_t = upload(step_arena_, positions, {tokens * rows});
   }
   Tensor mask_t = upload(step_arena_, key_mask, {rows, cache_.capacity});
+  if (cache_.past_device.defined() && cache_.past_device.data()) {
+    std::vector<int32_t> host_past = {static_cast<int32_t>(past)};
+    copy_synchronous(Tensor(host_past.data(), DType::i32, {1}, Device::cpu()), cache_.past_device);
+  }
+  // A greedy decode step on one GPU: replay the captured graph (captured at the first such step).
+  if (cuda_graphs_ && !graph_failed_ && tokens == 1 && last_only && greedy_only) {
+    if (!graph_.ready())
+      graph_failed_ = !graph_.capture([&] {
+        Tensor logits = model_.forward_cached(0, step_arena_, ids_t, positions_t, Tensor(), mask_t, cache_, past, 1, true);
+        graph_index_ = step_arena_.allocate(DType::i32, {rows});
+        graph_logprob_ = step_arena_.allocate(DType::f32, {rows});
+        ops::argmax_log_softmax(logits, vocab, graph_index_, graph_logprob_);
+      });
+    if (graph_.ready()) {
+      graph_.launch();
+      std::vector<int32_t> host_index(static_cast<size_t>(rows));
+      std::vector<float> host_logprob(static_cast<size_t>(rows)), summary(static_cast<size_t>(2 * rows));
+      copy_synchronous(graph_index_, Tensor(host_index.data(), DType::i32, {rows}, Device::cpu()));
+      copy_synchronous(graph_logprob_, Tensor(host_logprob.data(), DType::f32, {rows}, Device::cpu()));
+      for (int64_t r = 0; r < rows; ++r) {
+        summary[2 * r] = static_cast<float>(host_index[r]);
+        summary[2 * r + 1] = host_logprob[r];
+      }
+      return summary;
+    }
+  }
   if (pp_rank > 0) {
     input = step_arena_.allocate(model_.parameters().dtype(), {tokens * rows, model_.config().hidden_size});
     context_.pipeline().recv(input, pp_rank - 1);
@@ -239,6 +266,7 @@ std::vector<GenerationResult> Generator::sample_batch(const GenerationRequest& r
   const int64_t rows = batch.rows, P = batch.prompt_len, vocab = model_.vocab_size();
   cache_arena_.reset();
   cache_ = model_.allocate_kv_cache(cache_arena_, rows, batch.capacity);
+  graph_.reset();  // new buffers: the next decode step captures again
   const bool root = context_.world().rank() == 0;
   std::vector<GenerationResult> results(root ? static_cast<size_t>(rows) : 0);
 
@@ -306,6 +334,7 @@ GenerationResult Generator::beam_search(const GenerationRequest& request, const 
   const int64_t P = batch.prompt_len, vocab = model_.vocab_size();
   cache_arena_.reset();
   cache_ = model_.allocate_kv_cache(cache_arena_, beams, batch.capacity);
+  graph_.reset();
   const bool root = context_.world().rank() == 0;
   GenerationResult result;
   result.prompt_length = P;

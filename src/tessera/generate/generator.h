@@ -11,6 +11,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/generate/request.h"
+#include "tessera/generate/step_graph.h"
 #include "tessera/models/gpt.h"
 #include "tessera/runtime/parallel_context.h"
 
@@ -20,8 +21,9 @@ class Generator {
  public:
   // ConfigError for a layout generation does not run: DP > 1, sequence parallelism, virtual
   // pipeline stages, activation recomputation.
+  // cuda_graphs: on one GPU (TP = PP = 1), replay greedy decode steps as a captured CUDA graph.
   Generator(models::GPTModel& model, parallel::ParallelContext& context, const ParallelConfig& parallel,
-            int64_t pad_token);
+            int64_t pad_token, bool cuda_graphs = true);
 
   // World rank 0: runs `request` (validated by the caller) on every rank; the results, in prompt
   // order. The other ranks must be in follow().
@@ -52,6 +54,10 @@ class Generator {
   int64_t pad_token_;
   Arena cache_arena_, step_arena_;
   models::GPTKvCache cache_;
+  bool cuda_graphs_;
+  bool graph_failed_ = false;
+  StepGraph graph_;
+  Tensor graph_index_, graph_logprob_;  // the captured step's outputs
 };
 
 }  // namespace tessera::generate

@@ -328,11 +328,12 @@ GPTKvCache GPTModel::allocate_kv_cache(Arena& arena, int64_t batch, int64_t capa
   GPTKvCache cache;
   cache.batch = batch;
   cache.capacity = capacity;
+  if (arena.device().is_cuda()) cache.past_device = arena.allocate(DType::i32, {1});
   for (const Chunk& chunk : chunks_) {
     std::vector<nn::KvCacheSlot> slots;
     for (const nn::TransformerLayer& layer : chunk.layers)
       slots.push_back({arena.allocate(store_.dtype(), {batch, capacity, layer.kv_width()}),
-                       arena.allocate(store_.dtype(), {batch, capacity, layer.kv_width()})});
+                       arena.allocate(store_.dtype(), {batch, capacity, layer.kv_width()}), cache.past_device});
     cache.chunks.push_back(std::move(slots));
   }
   return cache;

@@ -43,6 +43,9 @@ struct GPTChunkActivations : ChunkActivations {
 struct GPTKvCache {
   std::vector<std::vector<nn::KvCacheSlot>> chunks;  // [chunk][layer]
   int64_t batch = 0, capacity = 0;
+  // On a GPU: i32 [1], the cached-token count every layer's kernel reads; the caller writes it before
+  // each forward_cached (the same value as `past`), so one captured CUDA graph serves every step.
+  Tensor past_device;
 };
 
 class GPTModel : public StageModel {

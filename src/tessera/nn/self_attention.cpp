@@ -88,7 +88,8 @@ Tensor SelfAttention::forward_cached(Arena& arena, const Tensor& in, int64_t tok
   Tensor total_input;
   Tensor qkv = qkv_.forward(arena, in, total_input);
   Tensor context = arena.allocate(in.dtype(), {tokens, batch, p.num_heads * p.head_dim});
-  ops::cached_attention_forward(qkv.view({tokens, batch, qkv.dim(1)}), key_mask, p, cache.k, cache.v, past, context);
+  ops::cached_attention_forward(qkv.view({tokens, batch, qkv.dim(1)}), key_mask, p, cache.k, cache.v, past, context,
+                                cache.past);
   return proj_.forward(arena, context.view({tokens * batch, p.num_heads * p.head_dim}));
 }
 

@@ -17,6 +17,7 @@ namespace tessera::nn {
 // [b, capacity, ng/tp * hn] each (ops/cached_attention.h), allocated once for a batch.
 struct KvCacheSlot {
   Tensor k, v;
+  Tensor past;  // CUDA: i32 [1] on the device, the cached tokens the kernel reads (ops/cached_attention.h)
 };
 
 struct AttentionShape {

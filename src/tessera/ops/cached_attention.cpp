@@ -41,11 +41,14 @@ cpu::CachedAttentionDims cached_dims(const char* op, const Tensor& qkv, const Te
 }  // namespace
 
 void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const AttentionParams& params,
-                              const Tensor& k_cache, const Tensor& v_cache, int64_t past, const Tensor& out) {
+                              const Tensor& k_cache, const Tensor& v_cache, int64_t past, const Tensor& out,
+                              const Tensor& past_device) {
   const char* op = "cached_attention_forward";
   const cpu::CachedAttentionDims d = cached_dims(op, qkv, key_mask, params, k_cache, v_cache, past, out);
-  if (detail::runs_on_cuda(op, {&qkv, &key_mask, &k_cache, &v_cache, &out}))
-    return TESSERA_CUDA_OP(cached_attention_forward(qkv, key_mask, params, k_cache, v_cache, past, out));
+  if (past_device.defined() && past_device.data()) expect_tensor(past_device, DType::i32, {1}, "cached_attention_forward: past_device");
+  if (detail::runs_on_cuda(op, {&qkv, &key_mask, &k_cache, &v_cache, &out, &past_device}))
+    return TESSERA_CUDA_OP(cached_attention_forward(qkv, key_mask, params, k_cache, v_cache, past, out, past_device));
+  TESSERA_CHECK(!past_device.defined() || !past_device.data(), op, ": past_device is for the CUDA kernel only");
   if (detail::is_half(qkv.dtype())) {  // bf16 / f16 on the CPU: f32 compute
     detail::compute_in_f32({qkv, key_mask, k_cache, v_cache, out}, {false, false, true, true, true},
                            [&](const std::vector<Tensor>& t) {

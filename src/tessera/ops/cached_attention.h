@@ -14,13 +14,17 @@
 
 namespace tessera::ops {
 
+// past_device (CUDA only, optional): i32 [1] on the device holding the number of cached tokens, read by
+// the kernel instead of `past` (which then bounds it), so a captured CUDA graph serves every step.
 void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const AttentionParams& params,
-                              const Tensor& k_cache, const Tensor& v_cache, int64_t past, const Tensor& out);
+                              const Tensor& k_cache, const Tensor& v_cache, int64_t past, const Tensor& out,
+                              const Tensor& past_device = Tensor());
 
 #ifdef TESSERA_HAVE_CUDA
 namespace cuda {  // the CUDA backend (ops/cuda/cached_attention_cuda.cpp), reached through the dispatcher
 void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const AttentionParams& params,
-                              const Tensor& k_cache, const Tensor& v_cache, int64_t past, const Tensor& out);
+                              const Tensor& k_cache, const Tensor& v_cache, int64_t past, const Tensor& out,
+                              const Tensor& past_device);
 }  // namespace cuda
 #endif
 
