@@ -64,14 +64,18 @@ void handle(tcp::socket socket, const ServerOptions& options, Generator& generat
       bool valid = true;
       try {
         request = parse_api_request(req.body(), api);
-      } catch (const ApiError& e) {
+      } catch (const std::exception& e) {  // ApiError, or anything else the input provoked before any broadcast
         valid = false;
         res = reply(http::status::bad_request, message_body(e.what()), version);
       }
       if (valid) {
         const auto start = std::chrono::steady_clock::now();
         const auto results = generator.run(request);  // a failure here is a bug: it ends the job on every rank
-        res = reply(http::status::ok, api_reply(request, results, *api.tokenizer, request.prompt_logprobs), version);
+        try {
+          res = reply(http::status::ok, api_reply(request, results, *api.tokenizer, request.prompt_logprobs), version);
+        } catch (const std::exception& e) {  // every rank is done with this request: answer, keep serving
+          res = reply(http::status::internal_server_error, message_body(std::string("reply: ") + e.what()), version);
+        }
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         log::info("PUT /api: ", request.prompts.size(), " prompts, ", request.max_new_tokens, " tokens in ", seconds, " s");
       }
