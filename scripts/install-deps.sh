@@ -2,7 +2,7 @@
 # Installs the Debian packages Tessera builds and tests with (idempotent: only what is missing).
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config python3
-          libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libtomlplusplus-dev libboost-program-options-dev
+          libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libtomlplusplus-dev libboost-program-options-dev libboost-dev
           nlohmann-json3-dev libopenblas-dev libicu-dev libgtest-dev zlib1g-dev
           libprotobuf-dev protobuf-compiler
           clang)  # clang: CI's sanitizer and libFuzzer step only (scripts/sanitize.sh)

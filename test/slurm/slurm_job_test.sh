@@ -170,6 +170,41 @@ case $CASE in
     pass "preprocess.sbatch on 2 ranks = single process ($(stat -c %s "$WORK/out/corpus_text_document.bin") bytes)"
     ;;
 
+  generate_np2)
+    # generate.sbatch for real at TP=2 on two CPU ranks: batch mode (the HF GPT-2 fixture imported,
+    # greedy tokens equal HF's expected.json) and server mode (PUT /api answers, then scancel).
+    shared=${TESSERA_SHARED_DIR:-$SRC/../shared}
+    fixture=$shared/fixtures/hf/gpt2
+    [[ -r $fixture/expected.json ]] || skip "no HF GPT-2 fixture at $fixture"
+    rm -rf "$WORK/ckpt"
+    "$BIN/tessera-convert" import-hf --input "$fixture/hf" --output "$WORK/ckpt" >"$WORK/import.log" 2>&1 ||
+      { cat "$WORK/import.log" >&2; fail "import-hf failed"; }
+    python3 -c 'import json,sys; g=json.load(open(sys.argv[1]))["generate"]["greedy"]
+open(sys.argv[2],"w").write("".join(json.dumps({"prompt_ids": p})+"\n" for p in g["kwargs"]["input_ids"]))' \
+      "$fixture/expected.json" "$WORK/prompts.jsonl"
+    submit_and_wait jid -N1 -n2 --ntasks-per-node=2 "${CPU_OPTS[@]}" "$JOBS/generate.sbatch" "$CONFIGS/generate.toml" \
+      --prompts-file prompts.jsonl --max-new-tokens 12 --output out.jsonl
+    expect_state "$jid" COMPLETED 0:0
+    python3 -c 'import json,sys; g=json.load(open(sys.argv[1]))["generate"]["greedy"]["output_ids"]
+rows=[json.loads(l)["output_ids"] for l in open(sys.argv[2])]
+sys.exit(0 if rows==g else "generated %s != HF %s" % (rows, g))' "$fixture/expected.json" "$WORK/out.jsonl" ||
+      fail "generate.sbatch batch output differs from HF's greedy tokens"
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    tok=$shared/data/tokenizers/gpt2
+    jid=$(cd "$WORK" && sbatch --parsable --chdir="$WORK" --output="$WORK/job-%j.out" -N1 -n2 --ntasks-per-node=2 \
+      "${CPU_OPTS[@]}" "$JOBS/generate.sbatch" "$CONFIGS/generate.toml" --serve --port "$port" \
+      --set "data.vocab_file=\"$tok/vocab.json\"" --set "data.merge_file=\"$tok/merges.txt\"") || fail "sbatch --serve rejected"
+    jid=${jid%%;*}
+    for _ in $(seq 240); do grep -q "serving PUT" "$WORK/job-$jid.out" 2>/dev/null && break; sleep 0.5; done
+    expect_out "$jid" "serving PUT http://127.0.0.1:$port/api"
+    reply=$(python3 -c 'import http.client,json,sys; c=http.client.HTTPConnection("127.0.0.1",int(sys.argv[1]),timeout=120)
+c.request("PUT","/api",json.dumps({"prompts":["Hello world"],"tokens_to_generate":4,"top_k":1}))
+r=c.getresponse(); print(r.status, r.read().decode())' "$port") || true
+    scancel "$jid"
+    [[ $reply == "200 "*'"text"'* ]] || { job_out "$jid" >&2; fail "server reply: $reply"; }
+    pass "generate.sbatch: TP=2 batch output equals HF greedy; server answered PUT /api ($reply)"
+    ;;
+
   convert_generate_dry_run)
     # Only the templates' argument and layout handling is tested here (TESSERA_DRY_RUN=1 prints the
     # srun command instead of running it); test/convert runs tessera-convert itself.
@@ -185,7 +220,7 @@ case $CASE in
       "$CONFIGS/generate.toml" --prompts prompts.txt
     expect_state "$jid" COMPLETED 0:0
     expect_out "$jid" "layout: nodes=1 world=2 \| TP=2 PP=1 \| checkpoint ckpt \(latest_checkpointed_iteration.txt: 100\)"
-    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=2 --kill-on-bad-exit=1 tessera-generate --config $CONFIGS/generate.toml --prompts prompts.txt"
+    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=2 --kill-on-bad-exit=1 [^ ]*tessera-generate --config $CONFIGS/generate.toml --prompts prompts.txt"
     dry_run_fails 4 "generation needs exactly tensor_model_parallel_size 2 x pipeline_model_parallel_size 1 = 2 ranks, the allocation has 4" \
       "$JOBS/generate.sbatch" "$CONFIGS/generate.toml"
     dry_run_fails 2 "checkpoint.load is empty" "$JOBS/generate.sbatch" "$CONFIGS/generate.toml" --set checkpoint.load=

@@ -321,4 +321,47 @@ Tensor GPTModel::forward_logits(Arena& arena, const Tensor& ids, const Tensor& k
   return logits.view({seq, batch, padded_vocab_});
 }
 
+GPTKvCache GPTModel::allocate_kv_cache(Arena& arena, int64_t batch, int64_t capacity) const {
+  TESSERA_CHECK(batch > 0 && capacity > 0 && capacity <= config_.max_position_embeddings, "KV cache of ", batch,
+                " sequences x ", capacity, " tokens: both must be positive and the length at most max_position_embeddings = ",
+                config_.max_position_embeddings);
+  GPTKvCache cache;
+  cache.batch = batch;
+  cache.capacity = capacity;
+  if (arena.device().is_cuda()) cache.past_device = arena.allocate(DType::i32, {1});
+  for (const Chunk& chunk : chunks_) {
+    std::vector<nn::KvCacheSlot> slots;
+    for (const nn::TransformerLayer& layer : chunk.layers)
+      slots.push_back({arena.allocate(store_.dtype(), {batch, capacity, layer.kv_width()}),
+                       arena.allocate(store_.dtype(), {batch, capacity, layer.kv_width()}), cache.past_device});
+    cache.chunks.push_back(std::move(slots));
+  }
+  return cache;
+}
+
+Tensor GPTModel::forward_cached(int c, Arena& arena, const Tensor& ids, const Tensor& positions, const Tensor& input,
+                                const Tensor& key_mask, const GPTKvCache& cache, int64_t past, int64_t tokens,
+                                bool last_only) const {
+  const Chunk& chunk = chunks_.at(c);
+  TESSERA_CHECK(c < static_cast<int>(cache.chunks.size()), "the KV cache has no chunk ", c);
+  TESSERA_CHECK(!tp_.sequence_parallel, "generation does not run with sequence parallelism");
+  const int64_t batch = cache.batch;
+  Tensor x;
+  if (chunk.layout.has_embedding) {
+    x = embedding_->forward(arena, ids, positions, nn::DropoutContext{});
+  } else {
+    TESSERA_CHECK(input.data() != nullptr, "chunk ", c, " needs the previous stage's hidden state");
+    x = input;
+  }
+  for (size_t i = 0; i < chunk.layers.size(); ++i)
+    x = chunk.layers[i].forward_cached(arena, x, tokens, batch, key_mask, cache.chunks[c][i], past);
+  if (!chunk.layout.has_head) return x;
+  if (last_only) x = x.rows((tokens - 1) * batch, tokens * batch);
+  nn::LayerNorm::Saved ln;
+  Tensor hidden = parallel::copy_to_tp_forward(final_layernorm_->forward(arena, x, ln), tp_);
+  Tensor logits = arena.allocate(store_.dtype(), {x.dim(0), padded_vocab_ / tp_.size});
+  ops::linear_forward(hidden, store_.value(output_weight_), Tensor(), logits);
+  return parallel::gather_from_tp_last_dim_forward(arena, logits, tp_);
+}
+
 }  // namespace tessera::models

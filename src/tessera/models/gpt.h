@@ -39,6 +39,15 @@ struct GPTChunkActivations : ChunkActivations {
   Tensor logits, log_sum_exp;  // logits: this rank's vocabulary columns [s*b, V'/tp]
 };
 
+// Generation: every layer's KV cache on this rank, per chunk (GPTModel::allocate_kv_cache).
+struct GPTKvCache {
+  std::vector<std::vector<nn::KvCacheSlot>> chunks;  // [chunk][layer]
+  int64_t batch = 0, capacity = 0;
+  // On a GPU: i32 [1], the cached-token count every layer's kernel reads; the caller writes it before
+  // each forward_cached (the same value as `past`), so one captured CUDA graph serves every step.
+  Tensor past_device;
+};
+
 class GPTModel : public StageModel {
  public:
   // Rejects (ConfigError) a layer spec GPT does not implement: it builds LayerNorm, causal
@@ -98,6 +107,19 @@ class GPTModel : public StageModel {
   // ids: i32 [b, s]; key_padding_mask: u8 [b, s] (1 = real token) or undefined; position_ids: i32
   // [b, s] or undefined (0..s-1). Returns logits [s, b, padded_vocab] (gathered over TP).
   Tensor forward_logits(Arena& arena, const Tensor& ids, const Tensor& key_padding_mask, const Tensor& position_ids);
+
+  // Generation. The KV cache of this rank's layers for `batch` sequences of up to `capacity` tokens,
+  // allocated once in `arena` (model dtype, arena device).
+  GPTKvCache allocate_kv_cache(Arena& arena, int64_t batch, int64_t capacity) const;
+  // Chunk forward of t new tokens per sequence at cache indices [past, past + t) (no dropout). The
+  // embedding chunk reads ids and positions (i32 [t*b], sequence-major, on the arena's device);
+  // another chunk reads `input` [t*b, h] from the previous stage. key_mask: u8 [b, capacity] (1 =
+  // real token) on the arena's device. Returns the hidden state [t*b, h], or, on the head chunk, the
+  // logits gathered over TP, [rows, padded_vocab] with rows the last token's b rows (last_only) or
+  // all t*b rows.
+  Tensor forward_cached(int chunk, Arena& arena, const Tensor& ids, const Tensor& positions, const Tensor& input,
+                        const Tensor& key_mask, const GPTKvCache& cache, int64_t past, int64_t tokens,
+                        bool last_only) const;
 
  private:
   struct Chunk {

@@ -1,5 +1,6 @@
 #include "tessera/nn/self_attention.h"
 
+#include "tessera/ops/cached_attention.h"
 #include "tessera/ops/flash_attention.h"
 
 namespace tessera::nn {
@@ -75,6 +76,21 @@ Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, in
     ops::attention_backward(dcontext.view({seq, batch, local_hidden}), saved.qkv.view({seq, batch, saved.qkv.dim(1)}),
                             saved.probs, p, dropout_stream(dropout), dqkv);
   return qkv_.backward(arena, dqkv.view({seq * batch, saved.qkv.dim(1)}), saved.in);
+}
+
+int64_t SelfAttention::kv_width() const {
+  return shape_.num_query_groups / tp_.size * (shape_.hidden_size / shape_.num_heads);
+}
+
+Tensor SelfAttention::forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch,
+                                     const Tensor& key_mask, const KvCacheSlot& cache, int64_t past) const {
+  auto p = params(DropoutContext{});
+  Tensor total_input;
+  Tensor qkv = qkv_.forward(arena, in, total_input);
+  Tensor context = arena.allocate(in.dtype(), {tokens, batch, p.num_heads * p.head_dim});
+  ops::cached_attention_forward(qkv.view({tokens, batch, qkv.dim(1)}), key_mask, p, cache.k, cache.v, past, context,
+                                cache.past);
+  return proj_.forward(arena, context.view({tokens * batch, p.num_heads * p.head_dim}));
 }
 
 }  // namespace tessera::nn

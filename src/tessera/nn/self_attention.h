@@ -13,6 +13,13 @@
 
 namespace tessera::nn {
 
+// One layer's KV cache for generation: keys and values of this rank's query groups,
+// [b, capacity, ng/tp * hn] each (ops/cached_attention.h), allocated once for a batch.
+struct KvCacheSlot {
+  Tensor k, v;
+  Tensor past;  // CUDA: i32 [1] on the device, the cached tokens the kernel reads (ops/cached_attention.h)
+};
+
 struct AttentionShape {
   int64_t hidden_size, num_heads, num_query_groups;
   double attention_dropout;
@@ -33,6 +40,12 @@ class SelfAttention {
                  const DropoutContext& dropout, Saved& saved) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved) const;
+  // Generation (no dropout, no saved activations): in [t*b, h] for t new tokens per sequence at
+  // cache indices [past, past + t); their keys and values go into cache; key_mask u8 [b, capacity].
+  Tensor forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch, const Tensor& key_mask,
+                        const KvCacheSlot& cache, int64_t past) const;
+  // The width of this rank's cache rows: ng/tp * hn.
+  int64_t kv_width() const;
 
  private:
   ops::AttentionParams params(const DropoutContext& dropout) const;

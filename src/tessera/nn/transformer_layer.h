@@ -31,6 +31,11 @@ class TransformerLayer {
                  const DropoutContext& dropout, Saved& saved) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved) const;
+  // Generation: t new tokens per sequence through the block, attention over the KV cache
+  // (SelfAttention::forward_cached); no dropout, nothing saved.
+  Tensor forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch, const Tensor& key_mask,
+                        const KvCacheSlot& cache, int64_t past) const;
+  int64_t kv_width() const { return attention_.kv_width(); }
 
  private:
   std::string name_;
