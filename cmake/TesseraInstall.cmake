@@ -33,3 +33,26 @@ install(CODE "
   file(WRITE \"\${_dir}/.version\" \"#%Module1.0\\nset ModulesVersion ${PROJECT_VERSION}\\n\")
   list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${_dir}/${PROJECT_VERSION}\" \"\${_dir}/${PROJECT_VERSION}.lua\" \"\${_dir}/.version\")
 ")
+
+# The library as a CMake package: find_package(Tessera) gives Tessera::tessera (every package's
+# static library and its headers under <prefix>/include/tessera), so a program outside this tree
+# can register a loss (examples/custom_loss) and run tessera-train's command line.
+get_property(TESSERA_PACKAGE_TARGETS GLOBAL PROPERTY TESSERA_PACKAGE_TARGETS)
+set(TESSERA_EXPORTED_TARGETS ${TESSERA_PACKAGE_TARGETS} tessera)
+if(TESSERA_HAVE_CUDA)
+  list(APPEND TESSERA_EXPORTED_TARGETS tessera_kernels)
+  install(FILES ${CMAKE_SOURCE_DIR}/kernels/kernels.h ${CMAKE_SOURCE_DIR}/kernels/flash_attention.h
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kernels)
+endif()
+install(TARGETS ${TESSERA_EXPORTED_TARGETS} EXPORT TesseraTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}/tessera)
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/src/tessera/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera
+        FILES_MATCHING PATTERN "*.h")
+install(EXPORT TesseraTargets NAMESPACE Tessera:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)
+include(CMakePackageConfigHelpers)
+configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/TesseraConfig.cmake.in
+                              ${CMAKE_BINARY_DIR}/TesseraConfig.cmake
+                              INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/TesseraConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/TesseraConfig.cmake ${CMAKE_BINARY_DIR}/TesseraConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Tessera)

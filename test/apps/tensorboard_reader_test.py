@@ -154,7 +154,8 @@ for ranks in [1, 2]:
     except ValueError as e:
         check(False, name + ": records and CRCs check: %s" % e)
         continue
-    check(len(events) == 1 + 4 + 2, name + ": %d records: file_version + 4 iterations + 2 evaluations" % len(events))
+    check(len(events) == 1 + 4 + 2 + 1,
+          name + ": %d records: file_version + 4 iterations + 2 evaluations + the test split" % len(events))
     check(events[0].get("file_version") == "brain.Event:2", name + ": first event is file_version brain.Event:2")
     check(all(e.get("wall_time", 0) > 1.6e9 for e in events), name + ": every event has a wall_time")
     rows = [json.loads(line) for line in open(metrics)]
@@ -162,6 +163,9 @@ for ranks in [1, 2]:
     eval_events = [e for e in events[1:] if "lm loss validation" in e["scalars"]]
     train_rows = [r for r in rows if "lm_loss" in r]
     eval_rows = [r for r in rows if "eval_loss" in r]
+    test_events = [e for e in events[1:] if "lm loss test" in e["scalars"]]
+    test_rows = [r for r in rows if "test_loss" in r]
+    check(len(test_events) == len(test_rows) == 1, name + ": one test-split event and metrics row at the end")
     check(len(train_events) == len(train_rows) == 4 and len(eval_events) == len(eval_rows) == 2,
           name + ": as many iteration / evaluation events as metrics rows")
     pairs = {"lm loss": "lm_loss", "learning-rate": "learning_rate", "grad-norm": "grad_norm", "loss-scale": "loss_scale",
@@ -183,7 +187,14 @@ for ranks in [1, 2]:
             if not ok:
                 check(False, name + ": eval at %d %s = %s, metrics_file %s = %s" % (r["iteration"], tag,
                       e["scalars"][tag], key, r[key]))
-    check(compared == 4 * len(pairs) + 2 * 2, name + ": %d scalars equal metrics_file's (float32)" % compared)
+    for e, r in zip(test_events, test_rows):
+        for tag, key in {"lm loss test": "test_loss", "lm loss test ppl": "test_perplexity"}.items():
+            ok = e["step"] == r["iteration"] and same(e["scalars"][tag], f32(r[key]))
+            compared += ok
+            if not ok:
+                check(False, name + ": test split at %d %s = %s, metrics_file %s = %s" % (r["iteration"], tag,
+                      e["scalars"][tag], key, r[key]))
+    check(compared == 4 * len(pairs) + 2 * 2 + 2, name + ": %d scalars equal metrics_file's (float32)" % compared)
     check(train_rows[-1]["peak_memory_bytes"] > 0, name + ": peak memory is reported (%d bytes)" % train_rows[-1]["peak_memory_bytes"])
     # The CRC check can fail: one flipped byte inside the last record's data is caught.
     corrupt = bytearray(blob)

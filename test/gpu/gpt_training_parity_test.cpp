@@ -53,7 +53,7 @@ Result run(const train::ModelConfig& config, int64_t vocab, DType dtype, Device 
   nn::DropoutContext context{99, 7, dropout};
   models::LossSum loss = model.forward_backward(arena, tokens_t, mask_t, 1.0, context);
   Result r;
-  r.loss = loss.loss_sum / loss.token_count;
+  r.loss = loss.loss_sum / loss.denominator;
   for (const auto& p : model.parameters().parameters()) {
     Buffer as_f32_device(p.grad.numel() * sizeof(float), device);
     Tensor g32 = as_f32_device.as_tensor(DType::f32, p.grad.shape());

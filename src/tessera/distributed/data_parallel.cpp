@@ -67,7 +67,7 @@ int64_t DataParallelGradReducer::owned_numel(int bucket) const {
 }  // namespace tessera::parallel
 
 namespace tessera::parallel {
-double average_over_data_parallel(Communicator& data_group, double value) {
+double sum_over_data_parallel(Communicator& data_group, double value) {
   if (data_group.size() == 1) return value;
   Buffer buffer(2 * sizeof(float), Device::cpu());
   Tensor parts = buffer.as_tensor(DType::f32, {2});
@@ -75,6 +75,6 @@ double average_over_data_parallel(Communicator& data_group, double value) {
   v[0] = static_cast<float>(value);
   v[1] = std::isfinite(value) ? static_cast<float>(value - static_cast<double>(v[0])) : 0.0f;
   data_group.all_reduce(parts, ReduceOp::sum);
-  return (static_cast<double>(v[0]) + static_cast<double>(v[1])) / static_cast<double>(data_group.size());
+  return static_cast<double>(v[0]) + static_cast<double>(v[1]);
 }
 }  // namespace tessera::parallel

@@ -43,7 +43,7 @@ class DataParallelGradReducer {
 }  // namespace tessera::parallel
 
 namespace tessera::parallel {
-// The mean over the DP group of a per-rank value (the step's loss): sum / dp. The communicator
-// carries f32, so the value travels as a high and a low f32 part (only the f32 sums round).
-double average_over_data_parallel(Communicator& data_group, double value);
+// The sum over the DP group of a per-rank value (loss sums, token counts). The communicator carries
+// f32, so the value travels as a high and a low f32 part (only the f32 sums round).
+double sum_over_data_parallel(Communicator& data_group, double value);
 }  // namespace tessera::parallel

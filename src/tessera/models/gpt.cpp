@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tessera/models/lm_loss.h"
 #include "tessera/models/vocab.h"
 #include "tessera/ops/cross_entropy.h"
 #include "tessera/ops/elementwise.h"
@@ -34,7 +35,7 @@ void require_gpt_layer_spec(const TransformerConfig& config) {
 
 GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dtype, Device device,
                    std::vector<GPTChunkLayout> layouts, const parallel::TensorParallel& tp)
-    : config_(config), tp_(tp), vocab_size_(vocab_size) {
+    : config_(config), tp_(tp), vocab_size_(vocab_size), loss_(std::make_shared<const LmLoss>()) {
   require_gpt_layer_spec(config);
   padded_vocab_ = models::padded_vocab_size(vocab_size, config.make_vocab_size_divisible_by, tp.size);
   double std = config.init_method_std;
@@ -94,6 +95,11 @@ GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dt
   store_.allocate(dtype, device);
 }
 
+void GPTModel::set_loss(std::shared_ptr<const TokenLoss> loss) {
+  TESSERA_CHECK(loss != nullptr, "GPTModel::set_loss: no loss");
+  loss_ = std::move(loss);
+}
+
 void GPTModel::require_single_chunk(const char* what) const {
   TESSERA_CHECK(chunks_.size() == 1 && chunks_[0].layout.has_embedding && chunks_[0].layout.has_head, what,
                 " needs the whole model in one chunk");
@@ -112,7 +118,9 @@ Tensor upload(Arena& arena, std::vector<T>& host) {
 }
 }  // namespace
 
-GPTInputs GPTModel::prepare(Arena& arena, const Tensor& tokens, const Tensor& loss_mask) const {
+GPTInputs GPTModel::prepare(Arena& arena, const MicroBatch& batch) const {
+  const Tensor& tokens = batch.tokens;
+  const Tensor& loss_mask = batch.loss_mask;
   TESSERA_CHECK(tokens.ndim() == 2 && tokens.dtype() == DType::i32 && tokens.device().is_cpu(),
                 "tokens must be host i32 [b, s+1], got ", tokens.describe());
   GPTInputs in;
@@ -127,17 +135,29 @@ GPTInputs GPTModel::prepare(Arena& arena, const Tensor& tokens, const Tensor& lo
   std::vector<float> mask_rows(n);
   const int32_t* tok = tokens.data_as<int32_t>();
   const float* mask = loss_mask.data_as<float>();
+  const int32_t* position_ids = nullptr;
+  if (batch.position_ids.data()) {
+    expect_tensor(batch.position_ids, DType::i32, {in.batch, in.seq}, "position_ids");
+    TESSERA_CHECK(batch.position_ids.device().is_cpu(), "position_ids must be a host tensor");
+    position_ids = batch.position_ids.data_as<int32_t>();
+  }
   for (int64_t s = 0; s < in.seq; ++s) {
     for (int64_t b = 0; b < in.batch; ++b) {
       const size_t row = static_cast<size_t>(s * in.batch + b);
       ids[row] = tok[b * (in.seq + 1) + s];
       labels[row] = tok[b * (in.seq + 1) + s + 1];
-      positions[row] = static_cast<int32_t>(s);
+      positions[row] = position_ids ? position_ids[b * in.seq + s] : static_cast<int32_t>(s);
       mask_rows[row] = mask[b * in.seq + s];
-      in.token_count += mask_rows[row];
     }
   }
+  in.host_tokens.assign(tok, tok + in.batch * (in.seq + 1));
+  in.host_loss_mask.assign(mask, mask + in.batch * in.seq);
+  in.denominator = loss_->denominator(in.loss_inputs());
   // Out-of-range ids would read outside the tables on the GPU: reject them here, on the host.
+  for (size_t i = 0; i < n; ++i)
+    if (positions[i] < 0 || positions[i] >= config_.max_position_embeddings)
+      TESSERA_FAIL("position id ", positions[i], " is outside [0, max_position_embeddings = ",
+                   config_.max_position_embeddings, ")");
   for (size_t i = 0; i < n; ++i)
     if (ids[i] < 0 || ids[i] >= vocab_size_ || labels[i] < 0 || labels[i] >= vocab_size_)
       TESSERA_FAIL("token id ", ids[i] < 0 || ids[i] >= vocab_size_ ? ids[i] : labels[i], " in micro-batch row ",
@@ -187,25 +207,21 @@ LossSum GPTModel::chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkAc
   acts.log_sum_exp = arena.allocate(loss_dtype(), {n});
   parallel::vocab_parallel_cross_entropy_forward(acts.logits, in.labels, tp_.rank * (padded_vocab_ / tp_.size),
                                                  vocab_size_, tp_, losses, acts.log_sum_exp);
-  LossSum result;
-  result.loss_sum = ops::masked_sum(losses, in.mask);
-  result.token_count = in.token_count;
-  return result;
+  acts.dlosses = arena.allocate(loss_dtype(), {n});
+  LossTerms terms = loss_->forward(arena, in.loss_inputs(), in.mask, losses, acts.dlosses);
+  return {terms.loss_sum, in.denominator, std::move(terms.metric_sums)};
 }
 
 Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const Tensor& doutput, double grad_scale,
-                                double token_count, const nn::DropoutContext& dropout, const GPTChunkActivations& acts,
+                                const nn::DropoutContext& dropout, const GPTChunkActivations& acts,
                                 const std::function<void(int, int)>& grads_final) const {
   const Chunk& chunk = chunks_.at(c);
   Tensor dx = doutput;
   if (chunk.layout.has_head) {
-    // d(loss_sum / token_count * grad_scale) / d(per-token loss) = mask * grad_scale / token_count
-    int64_t n = in.seq * in.batch;
-    Tensor dlosses = arena.allocate(loss_dtype(), {n});
-    if (token_count > 0) {
-      ops::copy(in.mask, dlosses);
-      ops::scale_inplace(dlosses, grad_scale / token_count);
-    }
+    // d(loss_sum * grad_scale) / d(per-token loss) = the loss's dlosses * grad_scale
+    Tensor dlosses = arena.allocate(loss_dtype(), acts.dlosses.shape());
+    ops::copy(acts.dlosses, dlosses);
+    ops::scale_inplace(dlosses, grad_scale);
     Tensor dlogits = arena.allocate(store_.dtype(), acts.logits.shape());
     parallel::vocab_parallel_cross_entropy_backward(acts.logits, in.labels, acts.log_sum_exp, dlosses,
                                                     tp_.rank * (padded_vocab_ / tp_.size), vocab_size_, tp_,
@@ -233,9 +249,8 @@ std::vector<Shape> GPTModel::stage_shapes(int64_t seq, int64_t batch) const {
   return {{tp_.local_rows(seq * batch), config_.hidden_size}};
 }
 
-std::unique_ptr<MicroBatchInputs> GPTModel::prepare_micro_batch(Arena& arena, const Tensor& tokens,
-                                                                const Tensor& loss_mask) const {
-  return std::make_unique<GPTInputs>(prepare(arena, tokens, loss_mask));
+std::unique_ptr<MicroBatchInputs> GPTModel::prepare_micro_batch(Arena& arena, const MicroBatch& batch) const {
+  return std::make_unique<GPTInputs>(prepare(arena, batch));
 }
 
 std::unique_ptr<ChunkActivations> GPTModel::make_activations() const { return std::make_unique<GPTChunkActivations>(); }
@@ -268,28 +283,28 @@ LossSum GPTModel::stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActi
 }
 
 StageTensors GPTModel::backward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& doutput,
-                                      double grad_scale, double token_count, const nn::DropoutContext& dropout,
+                                      double grad_scale, const nn::DropoutContext& dropout,
                                       const ChunkActivations& acts,
                                       const std::function<void(int, int)>& grads_final) const {
   Tensor dinput = backward_chunk(chunk, arena, gpt_inputs(in), single(doutput, "output gradients"), grad_scale,
-                                 token_count, dropout, gpt_activations(acts), grads_final);
+                                 dropout, gpt_activations(acts), grads_final);
   return dinput.data() ? StageTensors{dinput} : StageTensors{};
 }
 
 LossSum GPTModel::forward_backward(Arena& arena, const Tensor& tokens, const Tensor& loss_mask, double grad_scale,
                                    const nn::DropoutContext& dropout) {
   require_single_chunk("forward_backward");
-  GPTInputs in = prepare(arena, tokens, loss_mask);
+  GPTInputs in = prepare(arena, {tokens, loss_mask, Tensor()});
   GPTChunkActivations acts;
   forward_chunk(0, arena, in, Tensor(), Tensor(), dropout, acts);
   LossSum result = chunk_loss(arena, in, acts);
-  backward_chunk(0, arena, in, Tensor(), grad_scale, result.token_count, dropout, acts);
+  if (result.denominator > 0) backward_chunk(0, arena, in, Tensor(), grad_scale / result.denominator, dropout, acts);
   return result;
 }
 
 LossSum GPTModel::forward_loss(Arena& arena, const Tensor& tokens, const Tensor& loss_mask) {
   require_single_chunk("forward_loss");
-  GPTInputs in = prepare(arena, tokens, loss_mask);
+  GPTInputs in = prepare(arena, {tokens, loss_mask, Tensor()});
   GPTChunkActivations acts;
   forward_chunk(0, arena, in, Tensor(), Tensor(), nn::DropoutContext{}, acts);
   return chunk_loss(arena, in, acts);

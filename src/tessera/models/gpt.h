@@ -27,7 +27,10 @@ using GPTChunkLayout = ChunkLayout;
 struct GPTInputs : MicroBatchInputs {
   Tensor ids, positions, labels, mask;  // i32, i32, i32, loss dtype (GPTModel::loss_dtype); [s*b] each
   int64_t seq = 0, batch = 0;
-  double token_count = 0;               // sum of the loss mask (known on the host)
+  double denominator = 0;                // the loss's denominator of these inputs (known on the host)
+  std::vector<int32_t> host_tokens;      // the micro-batch as loaded, [b, s+1] and [b, s]: what the
+  std::vector<float> host_loss_mask;     // loss (token_loss.h) reads
+  LossInputs loss_inputs() const { return {batch, seq, host_tokens, host_loss_mask}; }
 };
 
 // What a chunk's forward saves for its backward (opaque to schedules).
@@ -37,6 +40,7 @@ struct GPTChunkActivations : ChunkActivations {
   nn::LayerNorm::Saved final_ln;
   Tensor final_hidden;  // the output layer's input (all-gathered to every token under SP)
   Tensor logits, log_sum_exp;  // logits: this rank's vocabulary columns [s*b, V'/tp]
+  Tensor dlosses;  // d(loss_sum) / d(per-token loss), written by the loss (chunk_loss)
 };
 
 // Generation: every layer's KV cache on this rank, per chunk (GPTModel::allocate_kv_cache).
@@ -61,46 +65,46 @@ class GPTModel : public StageModel {
   int64_t padded_vocab_size() const override { return padded_vocab_; }
   const TransformerConfig& config() const { return config_; }
   const parallel::TensorParallel& tensor_parallel() const { return tp_; }
+  void set_loss(std::shared_ptr<const TokenLoss> loss) override;
+  const TokenLoss& loss() const override { return *loss_; }
   int num_chunks() const override { return static_cast<int>(chunks_.size()); }
   const GPTChunkLayout& chunk_layout(int chunk) const override { return chunks_.at(chunk).layout; }
 
   // StageModel: one hidden state [s*b, h] ([s*b/tp, h] under sequence parallelism) between stages.
   std::vector<Shape> stage_shapes(int64_t seq, int64_t batch) const override;
-  std::unique_ptr<MicroBatchInputs> prepare_micro_batch(Arena& arena, const Tensor& tokens,
-                                                        const Tensor& loss_mask) const override;
+  std::unique_ptr<MicroBatchInputs> prepare_micro_batch(Arena& arena, const MicroBatch& batch) const override;
   std::unique_ptr<ChunkActivations> make_activations() const override;
   StageTensors forward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& input,
                              const nn::DropoutContext& dropout, ChunkActivations& acts) const override;
   LossSum stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts) const override;
   StageTensors backward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& doutput,
-                              double grad_scale, double token_count, const nn::DropoutContext& dropout,
-                              const ChunkActivations& acts,
+                              double grad_scale, const nn::DropoutContext& dropout, const ChunkActivations& acts,
                               const std::function<void(int, int)>& grads_final = {}) const override;
 
   // Per-token losses, log-sum-exp and the loss mask: f32 on a GPU (the cross-entropy kernels
   // accumulate in f32), the parameter dtype on the CPU.
   DType loss_dtype() const;
-  // tokens: i32 [b, s+1] (inputs then shifted labels); loss_mask: f32 [b, s]; both on the host.
-  // The prepared, sequence-major inputs are uploaded to the arena's device.
-  GPTInputs prepare(Arena& arena, const Tensor& tokens, const Tensor& loss_mask) const;
+  // The prepared, sequence-major inputs, uploaded to the arena's device.
+  GPTInputs prepare(Arena& arena, const MicroBatch& batch) const;
 
   // Chunk forward: input is the previous chunk's output [s*b, h] ([s*b/tp, h] under sequence
   // parallelism; undefined for the embedding chunk). Returns the output hidden state, or, for the
   // head chunk, this rank's logits [s*b, V'/tp].
   Tensor forward_chunk(int chunk, Arena& arena, const GPTInputs& in, const Tensor& input, const Tensor& key_padding_mask,
                        const nn::DropoutContext& dropout, GPTChunkActivations& acts) const;
-  // Head chunk only: the masked loss sum of the forward just run.
+  // Head chunk only: the loss terms of the forward just run (the loss's, token_loss.h).
   LossSum chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkActivations& acts) const;
   // Chunk backward: doutput is the gradient of the chunk's output (ignored on the head chunk,
-  // which starts from d(loss_sum / token_count * grad_scale), token_count from chunk_loss). Adds
+  // which starts from d(loss_sum * grad_scale), the loss sum of chunk_loss). Adds
   // parameter gradients to the gradient buffer; returns d(input) (undefined for the embedding chunk).
   // grads_final (optional; the step's last backward): called with the parameter index range
   // [begin, end) of the head, each transformer layer and the embedding once its backward is queued.
   Tensor backward_chunk(int chunk, Arena& arena, const GPTInputs& in, const Tensor& doutput, double grad_scale,
-                        double token_count, const nn::DropoutContext& dropout, const GPTChunkActivations& acts,
+                        const nn::DropoutContext& dropout, const GPTChunkActivations& acts,
                         const std::function<void(int, int)>& grads_final = {}) const;
 
-  // Whole-model conveniences (a single chunk with embedding and head).
+  // Whole-model conveniences (a single chunk with embedding and head). forward_backward adds the
+  // gradients of grad_scale * loss_sum / denominator (the micro-batch's own loss).
   LossSum forward_backward(Arena& arena, const Tensor& tokens, const Tensor& loss_mask, double grad_scale,
                            const nn::DropoutContext& dropout);
   LossSum forward_loss(Arena& arena, const Tensor& tokens, const Tensor& loss_mask);  // no dropout, no grads
@@ -135,6 +139,7 @@ class GPTModel : public StageModel {
   nn::ParameterStore store_;
   std::unique_ptr<nn::GPTEmbedding> embedding_;  // on the rank holding the embedding chunk
   std::unique_ptr<nn::LayerNorm> final_layernorm_;  // on the rank holding the head chunk
+  std::shared_ptr<const TokenLoss> loss_;
   int output_weight_ = -1;  // the tied word embedding (or its copy on the last stage)
   // Parameter index ranges in the store: the embedding's, and the head's (final LayerNorm and, on a
   // last stage without the embedding, output_layer.weight).

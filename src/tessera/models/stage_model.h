@@ -5,6 +5,7 @@
 // decoder-only model; an encoder-decoder model may pass two: the encoder output and the decoder
 // hidden state). The last chunk computes the loss. Activations live in the caller's arena.
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -12,13 +13,28 @@
 #include "tessera/core/buffer.h"
 #include "tessera/nn/dropout_context.h"
 #include "tessera/nn/parameter_store.h"
+#include "tessera/models/token_loss.h"
 
 namespace tessera::models {
 
+// A micro-batch's loss terms (token_loss.h): the step's loss is the sum of loss_sum over its
+// micro-batches and data-parallel ranks over the same sum of denominator.
 struct LossSum {
-  double loss_sum = 0;     // sum over tokens of mask * per-token loss
-  double token_count = 0;  // sum of the loss mask
+  double loss_sum = 0;
+  double denominator = 0;  // the lm loss: the count of loss tokens
+  std::vector<std::pair<std::string, double>> metric_sums;  // reported like the loss: sum / denominator
 };
+// total += part (metrics matched by name; a new name is appended).
+inline void accumulate(LossSum& total, const LossSum& part) {
+  total.loss_sum += part.loss_sum;
+  total.denominator += part.denominator;
+  for (const auto& [name, value] : part.metric_sums) {
+    auto it = std::find_if(total.metric_sums.begin(), total.metric_sums.end(),
+                           [&](const auto& m) { return m.first == name; });
+    if (it == total.metric_sums.end()) total.metric_sums.emplace_back(name, value);
+    else it->second += value;
+  }
+}
 
 // Which part of the network a chunk holds: the input embedding (first chunk of the first stage),
 // layers [first_layer, first_layer + num_layers), and the head (last chunk of the last stage:
@@ -28,6 +44,13 @@ struct ChunkLayout {
   bool has_head = true;
   int64_t first_layer = 0;
   int64_t num_layers = -1;  // -1: every layer
+};
+
+// One micro-batch as the data loader gives it, on the host: tokens i32 [b, s+1] (inputs, then the
+// shifted labels), loss_mask f32 [b, s], and position_ids i32 [b, s] (undefined: 0..s-1 in every
+// sample; data.reset_position_ids restarts them after each end-of-document token).
+struct MicroBatch {
+  Tensor tokens, loss_mask, position_ids;
 };
 
 // The tensors passed between stages, in stage_shapes() order (gradients in the same order).
@@ -55,24 +78,26 @@ class StageModel {
   // sequences of `seq` tokens (and receives their gradients of).
   virtual std::vector<Shape> stage_shapes(int64_t seq, int64_t batch) const = 0;
   virtual DType stage_dtype() const { return parameters().dtype(); }
+  // The loss the head computes from the per-token cross entropy (default: LmLoss).
+  virtual void set_loss(std::shared_ptr<const TokenLoss> loss) = 0;
+  virtual const TokenLoss& loss() const = 0;
 
-  // tokens: i32 [b, s+1] (inputs then shifted labels); loss_mask: f32 [b, s]; both on the host.
-  virtual std::unique_ptr<MicroBatchInputs> prepare_micro_batch(Arena& arena, const Tensor& tokens,
-                                                                const Tensor& loss_mask) const = 0;
+  virtual std::unique_ptr<MicroBatchInputs> prepare_micro_batch(Arena& arena, const MicroBatch& batch) const = 0;
   virtual std::unique_ptr<ChunkActivations> make_activations() const = 0;
   // Chunk forward: input from the previous stage (empty on the embedding chunk); returns what the
   // next stage receives (the head chunk returns its logits, which are not sent).
   virtual StageTensors forward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& input,
                                      const nn::DropoutContext& dropout, ChunkActivations& acts) const = 0;
-  // Head chunk only: the masked loss sum of the forward just run.
+  // Head chunk only: the loss terms of the forward just run (the denominator is the loss's
+  // denominator of the micro-batch's inputs).
   virtual LossSum stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts) const = 0;
   // Chunk backward: doutput is the gradient of the chunk's output (ignored on the head chunk, which
-  // starts from d(loss_sum / token_count * grad_scale)). Adds parameter gradients to the store's
+  // starts from d(loss_sum * grad_scale); grad_scale carries 1 / the step's denominator). Adds parameter gradients to the store's
   // gradient buffer; returns d(input) (empty on the embedding chunk). grads_final (optional, the
   // step's last backward): called with each parameter index range [begin, end) once its gradients
   // are final.
   virtual StageTensors backward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& doutput,
-                                      double grad_scale, double token_count, const nn::DropoutContext& dropout,
+                                      double grad_scale, const nn::DropoutContext& dropout,
                                       const ChunkActivations& acts,
                                       const std::function<void(int, int)>& grads_final = {}) const = 0;
 };

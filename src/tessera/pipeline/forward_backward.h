@@ -19,13 +19,18 @@ struct ForwardBackwardArgs {
   int64_t num_micro_batches = 1;
   int64_t micro_batch_size = 1;
   int64_t seq_length = 1;
-  // Fills tokens (i32 [b, s+1]) and loss_mask (f32 [b, s]) with micro-batch m of the step.
-  std::function<void(int64_t m, const Tensor& tokens, const Tensor& loss_mask)> load_micro_batch;
+  // Micro-batch m of the step (models::MicroBatch: [micro_batch_size, seq_length] host tensors),
+  // valid until the next call.
+  std::function<models::MicroBatch(int64_t m)> load_micro_batch;
   // The dropout context of micro-batch m (training = false for evaluation).
   std::function<nn::DropoutContext(int64_t m)> dropout;
   bool forward_only = false;
-  // Each micro-batch's loss gradient is scaled by this (Megatron: 1 / num_micro_batches, times
-  // 1 / data-parallel size when gradients are summed over DP).
+  // The head chunk's forward of micro-batch m returned these logits (this TP rank's vocabulary
+  // columns, [s*b, padded_vocab / tp]); valid during the call only (eval-only logits output).
+  std::function<void(int64_t m, const Tensor& logits)> on_logits;
+  // Each micro-batch's loss sum gradient is scaled by this: 1 / the step's denominator (summed over
+  // micro-batches and data-parallel ranks), times the data-parallel size (the DP gradient
+  // reduction averages) and the fp16 loss scale.
   double grad_scale = 1.0;
   // Pipeline schedules: called after each step a stage executes (forward, backward, a batch of
   // sends/receives); tests record the order with it.
@@ -39,9 +44,8 @@ struct ForwardBackwardArgs {
 };
 
 struct ForwardBackwardResult {
-  double loss_mean_sum = 0;      // sum over micro-batches of (masked loss sum / token count); last stage only
-  double loss_sum = 0;           // sum over micro-batches of masked loss sums; last stage only
-  double token_count = 0;        // sum over micro-batches of the loss mask; last stage only
+  // Sums over micro-batches of the loss terms (stage_model.h LossSum); last stage only.
+  models::LossSum loss;
   int64_t micro_batches = 0;     // micro-batches whose loss this rank computed
   // Pipeline schedules: the most micro-batches whose activations this stage held at once (forward
   // run, backward not yet), and the most bytes of the per-micro-batch activation arenas in use.

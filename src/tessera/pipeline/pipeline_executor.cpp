@@ -58,10 +58,7 @@ class StageExecutor {
                     "stage ", rank, " chunk ", c, ": the embedding must be on chunk 0 of stage 0 and the head on "
                     "chunk ", V - 1, " of stage ", pp - 1, " (see parallel::pipeline_chunk_layouts)");
     }
-    const int64_t tokens = args.seq_length * args.micro_batch_size;
     stage_shapes_ = model_.stage_shapes(args.seq_length, args.micro_batch_size);
-    tokens_buffer_ = Buffer(static_cast<size_t>(tokens + args.micro_batch_size) * sizeof(int32_t));
-    mask_buffer_ = Buffer(static_cast<size_t>(tokens) * sizeof(float));
   }
 
   ForwardBackwardResult run(const StageSchedule& schedule) {
@@ -110,19 +107,15 @@ class StageExecutor {
 
   void forward(int chunk, int64_t mb) {
     Slot& s = slot(mb, chunk);
-    Tensor tokens = tokens_buffer_.as_tensor(DType::i32, {args_.micro_batch_size, args_.seq_length + 1});
-    Tensor mask = mask_buffer_.as_tensor(DType::f32, {args_.micro_batch_size, args_.seq_length});
-    args_.load_micro_batch(mb, tokens, mask);
-    s.inputs = model_.prepare_micro_batch(*s.arena, tokens, mask);
+    s.inputs = model_.prepare_micro_batch(*s.arena, args_.load_micro_batch(mb));
     s.acts = model_.make_activations();
     const bool head = model_.chunk_layout(chunk).has_head;
     nn::DropoutContext dropout = args_.dropout(mb);
     models::StageTensors y = model_.forward_stage(chunk, *s.arena, *s.inputs, s.input, dropout, *s.acts);
     if (head) {
       s.loss = model_.stage_loss(*s.arena, *s.inputs, *s.acts);
-      result_.loss_mean_sum += s.loss.token_count > 0 ? s.loss.loss_sum / s.loss.token_count : 0.0;
-      result_.loss_sum += s.loss.loss_sum;
-      result_.token_count += s.loss.token_count;
+      if (args_.on_logits) args_.on_logits(mb, y.at(0));
+      models::accumulate(result_.loss, s.loss);
       ++result_.micro_batches;
     } else {
       s.output = y;
@@ -139,8 +132,8 @@ class StageExecutor {
     TESSERA_CHECK(layout.has_head || !s.doutput.empty(), "pipeline stage ", args_.context->pp_rank(),
                   ": backward of micro-batch ", mb, " chunk ", chunk, " before its output gradient arrived");
     nn::DropoutContext dropout = args_.dropout(mb);
-    s.dinput = model_.backward_stage(chunk, *s.arena, *s.inputs, s.doutput, args_.grad_scale, s.loss.token_count,
-                                     dropout, *s.acts);
+    s.dinput = model_.backward_stage(chunk, *s.arena, *s.inputs, s.doutput, args_.grad_scale, dropout,
+                                     *s.acts);
     record_memory();
     stashed_.erase({mb, chunk});
     if (layout.has_embedding) release(mb, chunk);  // nothing to send back
@@ -196,7 +189,6 @@ class StageExecutor {
   PipelineArenaPool& pool_;
   int next_ = 0, prev_ = 0;
   std::vector<Shape> stage_shapes_;  // what one (micro-batch, chunk) sends and receives
-  Buffer tokens_buffer_, mask_buffer_;
   std::map<Key, Slot> slots_;
   std::set<Key> stashed_;  // forward run, backward not yet
   ForwardBackwardResult result_;

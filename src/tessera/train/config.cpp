@@ -49,6 +49,16 @@ ConfigValue convert(const toml::node& node, const KeySpec& spec, const std::stri
     case ValueType::string:
       if (auto v = node.value_exact<std::string>()) return *v;
       return wrong();
+    case ValueType::integer_list: {
+      const toml::array* array = node.as_array();
+      if (!array) return wrong();
+      std::vector<int64_t> items;
+      for (const toml::node& item : *array) {
+        if (auto v = item.value_exact<int64_t>()) items.push_back(*v);
+        else TESSERA_CONFIG_FAIL(where, key, " entries must be integers, got ", node_type_name(item));
+      }
+      return items;
+    }
     case ValueType::data_path: {
       std::vector<DataPathEntry> entries;
       if (auto v = node.value_exact<std::string>()) {
@@ -150,6 +160,39 @@ void check_supported(const std::map<std::string, ConfigValue>& values, const Con
   }
 }
 
+// The [loss] values of training.loss's loss; a [loss] key of another loss set to a non-default
+// value is an error (it would be ignored). Builds the loss once so a bad parameter fails here.
+models::LossParams resolve_loss_params(const std::string& loss, const std::map<std::string, ConfigValue>& values,
+                                       const ConfigOrigin& origin) {
+  const models::LossRegistration& chosen = models::loss_registration(loss);
+  std::map<std::string, models::LossParamValue> params;
+  for (const auto& spec : config_schema()) {
+    if (spec.section != "loss") continue;
+    const std::string key(spec.key);
+    const ConfigValue& v = values.at("loss." + key);
+    const models::LossRegistration* owner = models::loss_declaring(key);
+    if (owner != &chosen) {
+      if (v != spec.default_value)
+        TESSERA_CONFIG_FAIL(origin.of_key("loss." + key), "loss.", key, " is a parameter of training.loss = \"", owner->name,
+                            "\", but training.loss = \"", loss, "\"; remove it or choose that loss");
+      continue;
+    }
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double> || std::is_same_v<T, std::string> ||
+                        std::is_same_v<T, std::vector<int64_t>>)
+            params[key] = x;
+          else
+            TESSERA_CHECK(false, "loss.", key, " has an unexpected type");
+        },
+        v);
+  }
+  models::LossParams resolved(std::move(params));
+  chosen.build(resolved);
+  return resolved;
+}
+
 void require(bool ok, const ConfigOrigin& origin, const std::string& message) {
   if (!ok) TESSERA_CONFIG_FAIL(origin.of_message(message), message);
 }
@@ -239,6 +282,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   t.eval_iters = get<int64_t>(values, "training.eval_iters");
   t.device = get<std::string>(values, "training.device");
   t.peak_tflops_per_device = get<double>(values, "training.peak_tflops_per_device");
+  t.loss = get<std::string>(values, "training.loss");
+  t.loss_params = resolve_loss_params(t.loss, values, src);
 
   auto& o = config.optimizer;
   o.optimizer = get<std::string>(values, "optimizer.optimizer");
@@ -267,6 +312,8 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   d.mock_data = get<bool>(values, "data.mock_data");
   d.vocab_size = get<int64_t>(values, "data.vocab_size");
   d.data_cache_path = get<std::string>(values, "data.data_cache_path");
+  d.eod_mask_loss = get<bool>(values, "data.eod_mask_loss");
+  d.reset_position_ids = get<bool>(values, "data.reset_position_ids");
 
   auto& c = config.checkpoint;
   c.save = get<std::string>(values, "checkpoint.save");

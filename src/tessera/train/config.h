@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/models/loss_registry.h"
 #include "tessera/models/transformer_config.h"
 #include "tessera/runtime/parallel_config.h"
 #include "tessera/train/config_schema.h"
@@ -22,6 +23,8 @@ struct TrainingConfig {
   int64_t seed, eval_interval, eval_iters;
   std::string device;
   double peak_tflops_per_device;
+  std::string loss;                  // training.loss (models/loss_registry.h)
+  models::LossParams loss_params;    // its [loss] values
 };
 
 struct OptimizerConfig {
@@ -39,6 +42,7 @@ struct DataConfig {
   bool mock_data;
   int64_t vocab_size;
   std::string data_cache_path;
+  bool eod_mask_loss, reset_position_ids;  // Megatron's end-of-document options (data/document_masks.h)
 };
 
 struct CheckpointConfig {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "tessera/models/loss_registry.h"
 #include "tessera/models/model_registry.h"
 
 namespace tessera::train {
@@ -22,10 +23,31 @@ std::vector<ConfigValue> registered_architectures() {
   for (const auto& name : models::registered_architectures()) values.push_back(name);
   return values;
 }
+
+// loss.<key> keys from the registered losses' parameters (views into the registry, which keeps them).
+void append_loss_keys(std::vector<KeySpec>& schema) {
+  for (const auto& loss : models::registered_losses()) {
+    for (const auto& p : loss.params) {
+      KeySpec spec{"loss", p.key, VT::integer, int64_t{0}, p.help};
+      std::visit(
+          [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, int64_t>) spec.type = VT::integer;
+            else if constexpr (std::is_same_v<T, double>) spec.type = VT::floating;
+            else if constexpr (std::is_same_v<T, std::string>) spec.type = VT::string;
+            else spec.type = VT::integer_list;
+            spec.default_value = v;
+          },
+          p.default_value);
+      schema.push_back(spec);
+    }
+  }
+}
 }  // namespace
 
 const std::vector<KeySpec>& config_schema() {
-  static const std::vector<KeySpec> schema = {
+  static const std::vector<KeySpec> schema = [] {
+  std::vector<KeySpec> keys = {
       // [model]
       {"model", "architecture", VT::string, S("gpt"), "gpt | bert | t5 (the model registry's families)", kArch,
        registered_architectures()},
@@ -84,6 +106,9 @@ const std::vector<KeySpec>& config_schema() {
        "save and exit after this many minutes on any rank (0: never)"},
       {"training", "exit_signal_handler", VT::boolean, true,
        "on SIGTERM / SIGUSR1: finish the iteration, save (checkpoint.save) and exit 0"},
+      {"training", "loss", VT::string, S("lm"),
+       "the loss registry's name: lm (token mean), keytoken_weighted, or a plugin's; its parameters are the "
+       "[loss] keys"},
       {"training", "peak_tflops_per_device", VT::floating, 0.0,
        "dense peak TFLOP/s for MFU (0: 989 on CUDA (H100/H200 bf16), no MFU on the CPU)"},
       // [optimizer]
@@ -112,6 +137,11 @@ const std::vector<KeySpec>& config_schema() {
       {"data", "mock_data", VT::boolean, false, "synthetic tokens, no files needed"},
       {"data", "vocab_size", VT::integer, int64_t{0}, "NullTokenizer / mock_data vocabulary size (before padding)"},
       {"data", "data_cache_path", VT::string, S(""), "where index caches go (empty: next to the data)"},
+      {"data", "eod_mask_loss", VT::boolean, false, "no loss on end-of-document input tokens (Megatron's)"},
+      {"data", "reset_position_ids", VT::boolean, false, "positions restart at 0 after each end-of-document token"},
+      {"data", "reset_attention_mask", VT::boolean, false,
+       "tokens after an end-of-document token attend only within their document", "document attention masks",
+       {false}},
       // [checkpoint]
       {"checkpoint", "save", VT::string, S(""), "checkpoint directory to write (empty: no checkpoints)"},
       {"checkpoint", "load", VT::string, S(""), "checkpoint directory to resume from (empty: start fresh)"},
@@ -132,6 +162,9 @@ const std::vector<KeySpec>& config_schema() {
       {"logging", "tensorboard_dir", VT::string, S(""),
        "folder for TensorBoard event files (created if missing; empty: none)"},
   };
+  append_loss_keys(keys);
+  return keys;
+  }();
   return schema;
 }
 
@@ -172,6 +205,7 @@ std::string value_type_name(ValueType type) {
     case ValueType::boolean: return "a boolean (true/false)";
     case ValueType::string: return "a string";
     case ValueType::data_path: return "a list of prefixes, optionally weighted ([0.3, \"a\", 0.7, \"b\"])";
+    case ValueType::integer_list: return "a list of integers ([198, 628])";
   }
   return "?";
 }
@@ -207,7 +241,11 @@ std::string format_value(const ConfigValue& value) {
         else if constexpr (std::is_same_v<T, double>) return format_number(v);
         else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
         else if constexpr (std::is_same_v<T, std::string>) return quote(v);
-        else {
+        else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+          std::string out = "[";
+          for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+          return out + "]";
+        } else {
           std::string out = "[";
           for (size_t i = 0; i < v.size(); ++i) {
             if (i) out += ", ";

@@ -9,11 +9,11 @@
 
 namespace tessera::train {
 
-enum class ValueType { integer, floating, boolean, string, data_path };
+enum class ValueType { integer, floating, boolean, string, data_path, integer_list };
 
 // A data_path is a list of prefixes optionally preceded by weights: ["a"] or [0.3, "a", 0.7, "b"].
 using DataPathEntry = std::variant<double, std::string>;
-using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<DataPathEntry>>;
+using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<DataPathEntry>, std::vector<int64_t>>;
 
 struct KeySpec {
   std::string_view section;
@@ -27,6 +27,8 @@ struct KeySpec {
   std::vector<ConfigValue> supported_values = {};  // when set: only these values work today
 };
 
+// The fixed keys, then the [loss] table: the parameters every registered loss declares
+// (models/loss_registry.h; a plugin registers its loss before the first call).
 const std::vector<KeySpec>& config_schema();
 const KeySpec* find_key(std::string_view section, std::string_view key);
 std::string value_type_name(ValueType type);

@@ -38,14 +38,17 @@ std::string format_log_line(const IterationMetrics& m) {
                      " | TFLOP/s/GPU " + printf_string("%.3f", m.tflops_per_device) + " | MFU " +
                      (m.mfu ? printf_string("%.1f%%", *m.mfu * 100.0) : std::string("n/a")) + " | skipped " +
                      std::to_string(m.skipped_iterations) + " | nan " + std::to_string(m.nan_iterations);
+  for (const auto& [name, value] : m.loss_metrics) line += " | " + name + " " + printf_string("%.6E", value);
   return line;
 }
 
 double perplexity(double loss) { return std::isnan(loss) ? loss : std::exp(std::min(20.0, loss)); }
 
-std::string format_eval_line(int64_t iteration, double eval_loss) {
-  return "validation loss at iteration " + std::to_string(iteration) + " | lm loss value: " +
-         printf_string("%.6E", eval_loss) + " | lm loss PPL: " + printf_string("%.6E", perplexity(eval_loss)) + " |";
+std::string format_eval_line(int64_t iteration, double eval_loss, EvalSplit split) {
+  const std::string where = split == EvalSplit::valid ? "validation loss at iteration " + std::to_string(iteration)
+                                                      : "test loss at iteration " + std::to_string(iteration);
+  return where + " | lm loss value: " + printf_string("%.6E", eval_loss) +
+         " | lm loss PPL: " + printf_string("%.6E", perplexity(eval_loss)) + " |";
 }
 
 MetricsWriter::MetricsWriter(const std::string& path, const std::string& tensorboard_dir) {
@@ -59,7 +62,8 @@ MetricsWriter::MetricsWriter(const std::string& path, const std::string& tensorb
 MetricsWriter::~MetricsWriter() = default;
 
 void MetricsWriter::write_iteration(const IterationMetrics& m) {
-  if (events_)
+  if (events_) {
+    for (const auto& [name, value] : m.loss_metrics) events_->scalars(m.iteration, {{"loss/" + name, value}});
     events_->scalars(m.iteration, {{"lm loss", m.lm_loss},
                                    {"learning-rate", m.learning_rate},
                                    {"grad-norm", m.grad_norm},
@@ -68,6 +72,7 @@ void MetricsWriter::write_iteration(const IterationMetrics& m) {
                                    {"throughput/tflops-per-gpu", m.tflops_per_device},
                                    {"iteration-time-ms", m.elapsed_ms},
                                    {"mem-max-allocated-bytes", static_cast<double>(m.peak_memory_bytes)}});
+  }
   if (!enabled()) return;
   nlohmann::json row = {{"iteration", m.iteration},
                         {"lm_loss", json_number(m.lm_loss)},
@@ -82,18 +87,20 @@ void MetricsWriter::write_iteration(const IterationMetrics& m) {
                         {"nan_iterations", m.nan_iterations},
                         {"elapsed_ms", json_number(m.elapsed_ms)},
                         {"peak_memory_bytes", m.peak_memory_bytes}};
+  for (const auto& [name, value] : m.loss_metrics) row[name] = json_number(value);
   out_ << row.dump() << "\n";
   out_.flush();
   if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");
 }
 
-void MetricsWriter::write_eval(int64_t iteration, double eval_loss) {
-  if (events_)
-    events_->scalars(iteration, {{"lm loss validation", eval_loss}, {"lm loss validation ppl", perplexity(eval_loss)}});
+void MetricsWriter::write_eval(int64_t iteration, double eval_loss, EvalSplit split) {
+  const bool valid = split == EvalSplit::valid;
+  const std::string tag = valid ? "lm loss validation" : "lm loss test", field = valid ? "eval" : "test";
+  if (events_) events_->scalars(iteration, {{tag, eval_loss}, {tag + " ppl", perplexity(eval_loss)}});
   if (!enabled()) return;
   nlohmann::json row = {{"iteration", iteration},
-                        {"eval_loss", json_number(eval_loss)},
-                        {"eval_perplexity", json_number(perplexity(eval_loss))}};
+                        {field + "_loss", json_number(eval_loss)},
+                        {field + "_perplexity", json_number(perplexity(eval_loss))}};
   out_ << row.dump() << "\n";
   out_.flush();
   if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");

@@ -6,6 +6,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessera::train {
 
@@ -16,6 +18,7 @@ struct IterationMetrics {
   std::optional<double> mfu;  // absent when the device's peak is unknown (CPU)
   int64_t skipped_iterations = 0, nan_iterations = 0;
   int64_t peak_memory_bytes = 0;  // peak device memory (CUDA) or activation arena (CPU) so far
+  std::vector<std::pair<std::string, double>> loss_metrics;  // the loss's named metrics (token_loss.h)
 };
 
 namespace tensorboard {
@@ -23,7 +26,12 @@ class EventWriter;
 }
 
 std::string format_log_line(const IterationMetrics& m);
-std::string format_eval_line(int64_t iteration, double eval_loss);  // Megatron's validation line
+// Which split an evaluation ran on: the validation split (during training) or the test split (at
+// the end of training, and on request in eval-only mode).
+enum class EvalSplit { valid, test };
+// Megatron's validation line ("validation loss at iteration N | lm loss value: ... | lm loss PPL:
+// ... |"; "test loss at ..." for the test split).
+std::string format_eval_line(int64_t iteration, double eval_loss, EvalSplit split = EvalSplit::valid);
 double perplexity(double loss);                                      // exp(min(20, loss)); NaN stays NaN
 
 // Writes one JSON object per line; flushed after every row so a killed job keeps its metrics.
@@ -37,7 +45,8 @@ class MetricsWriter {
   explicit MetricsWriter(const std::string& path, const std::string& tensorboard_dir = "");  // "" disables each
   ~MetricsWriter();
   void write_iteration(const IterationMetrics& m);
-  void write_eval(int64_t iteration, double eval_loss);
+  // {"iteration", "eval_loss", "eval_perplexity"} (test split: "test_loss", "test_perplexity").
+  void write_eval(int64_t iteration, double eval_loss, EvalSplit split = EvalSplit::valid);
   bool enabled() const { return out_.is_open(); }
 
  private:

@@ -30,21 +30,65 @@ double seconds_since(Clock::time_point start) {
 
 Trainer::Trainer(const Config& config, Device device)
     : setup_(build_training_setup(config, device)), arena_(size_t(256) << 20, device) {
+  document_masks_ = {data_.eod, config_.data.eod_mask_loss, config_.data.reset_position_ids, false};
   consumed_samples_ = resume_.consumed_samples;
   eval_consumed_samples_ = resume_.eval_consumed_samples;
 }
 
-void Trainer::load_samples(const data::SampleSource& source, int64_t first_index, const Tensor& tokens,
-                           const Tensor& loss_mask) const {
-  int64_t b = tokens.dim(0), s = config_.model.seq_length;
-  auto* tok = tokens.data_as<int32_t>();
-  auto* mask = loss_mask.data_as<float>();
-  for (int64_t j = 0; j < b; ++j)
-    source.sample(first_index + j, std::span<int32_t>(tok + j * (s + 1), static_cast<size_t>(s + 1)),
-                  std::span<float>(mask + j * s, static_cast<size_t>(s)));
+double Trainer::load_step(const data::SampleSource& source, int64_t step_start) {
+  const int64_t b = config_.training.micro_batch_size, s = config_.model.seq_length;
+  const int64_t dp = context_->dp_size(), dp_rank = context_->dp_rank();
+  step_tokens_.resize(static_cast<size_t>(num_micro_batches_ * b * (s + 1)));
+  step_loss_mask_.resize(static_cast<size_t>(num_micro_batches_ * b * s));
+  step_position_ids_.resize(static_cast<size_t>(num_micro_batches_ * b * s));
+  std::vector<int32_t> document_ids(static_cast<size_t>(s));
+  double denominator = 0;
+  for (int64_t m = 0; m < num_micro_batches_; ++m) {
+    int32_t* tokens = step_tokens_.data() + m * b * (s + 1);
+    float* mask = step_loss_mask_.data() + m * b * s;
+    // Megatron's sampler: the step's global batch is step_start + [0, gbs); DP rank r reads the
+    // r-th micro_batch_size slice of each chunk of micro_batch_size * dp samples.
+    const int64_t first = step_start + (m * dp + dp_rank) * b;
+    for (int64_t j = 0; j < b; ++j) {
+      source.sample(first + j, std::span<int32_t>(tokens + j * (s + 1), static_cast<size_t>(s + 1)),
+                    std::span<float>(mask + j * s, static_cast<size_t>(s)));
+      if (document_masks_.any())  // Megatron's eod_mask_loss / reset_position_ids
+        data::apply_document_masks(document_masks_, std::span<const int32_t>(tokens + j * (s + 1), static_cast<size_t>(s)),
+                                   std::span<float>(mask + j * s, static_cast<size_t>(s)),
+                                   std::span<int32_t>(step_position_ids_.data() + (m * b + j) * s, static_cast<size_t>(s)),
+                                   document_ids);
+    }
+    denominator += model_->loss().denominator(
+        {b, s, std::span<const int32_t>(tokens, static_cast<size_t>(b * (s + 1))),
+         std::span<const float>(mask, static_cast<size_t>(b * s))});
+  }
+  return parallel::sum_over_data_parallel(context_->data(), denominator);
 }
 
-double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) {
+models::MicroBatch Trainer::micro_batch(int64_t m) {
+  const int64_t b = config_.training.micro_batch_size, s = config_.model.seq_length;
+  models::MicroBatch batch{Tensor(step_tokens_.data() + m * b * (s + 1), DType::i32, {b, s + 1}),
+                           Tensor(step_loss_mask_.data() + m * b * s, DType::f32, {b, s}), Tensor()};
+  if (document_masks_.reset_position_ids)
+    batch.position_ids = Tensor(step_position_ids_.data() + m * b * s, DType::i32, {b, s});
+  return batch;
+}
+
+StepLoss Trainer::reduce_step_loss(models::LossSum local, double denominator) const {
+  // The loss terms live on the last pipeline stage; every rank gets them, summed over DP.
+  local.loss_sum = parallel::value_from_last_stage(*context_, local.loss_sum);
+  StepLoss loss;
+  const double inverse = denominator > 0 ? 1.0 / denominator : std::numeric_limits<double>::quiet_NaN();
+  loss.loss = parallel::sum_over_data_parallel(context_->data(), local.loss_sum) * inverse;
+  // Every rank lists the loss's metrics in the same order (the last stage's names).
+  for (const auto& [name, value] : local.metric_sums) {
+    double v = parallel::value_from_last_stage(*context_, value);
+    loss.metrics.emplace_back(name, parallel::sum_over_data_parallel(context_->data(), v) * inverse);
+  }
+  return loss;
+}
+
+StepLoss Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) {
   const auto& t = config_.training;
   int64_t b = t.micro_batch_size;
   auto& params = model_->parameters();
@@ -56,12 +100,10 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
   args.micro_batch_size = b;
   args.seq_length = config_.model.seq_length;
   args.pipeline_state = &pipeline_;
-  // Megatron's sampler: the step's global batch is consumed_samples + [0, gbs); DP rank r reads the
-  // r-th micro_batch_size slice of each chunk of micro_batch_size * dp samples.
   int64_t step_start = consumed_samples_, dp = context_->dp_size(), dp_rank = context_->dp_rank();
-  args.load_micro_batch = [&](int64_t m, const Tensor& tokens, const Tensor& mask) {
-    load_samples(*data_.train, step_start + (m * dp + dp_rank) * b, tokens, mask);
-  };
+  // The step's loss denominator (summed over DP) is known before the first backward.
+  const double denominator = load_step(*data_.train, step_start);
+  args.load_micro_batch = [&](int64_t m) { return micro_batch(m); };
   args.dropout = [&](int64_t m) {
     uint64_t first_sample = static_cast<uint64_t>(step_start + (m * dp + dp_rank) * b);
     return nn::DropoutContext{static_cast<uint64_t>(t.seed), mix_stream(static_cast<uint64_t>(iteration), first_sample),
@@ -70,9 +112,10 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
   // On a GPU the DP reduction of each gradient bucket overlaps the rest of the last backward.
   if (distributed_optimizer_ && device_.is_cuda() && context_->dp_size() > 1)
     args.grads_final = [&](int begin, int end) { distributed_optimizer_->gradients_final(begin, end); };
-  // DP averaging happens in the gradient reduction; fp16 losses carry the loss scale.
+  // Gradients of loss_sum / denominator; the DP reduction averages (hence x dp); fp16 losses carry
+  // the loss scale.
   loss_scale_ = distributed_optimizer_ ? distributed_optimizer_->loss_scale() : 1.0;
-  args.grad_scale = loss_scale_ / static_cast<double>(num_micro_batches_);
+  args.grad_scale = denominator > 0 ? loss_scale_ * static_cast<double>(dp) / denominator : 0.0;
   parallel::ForwardBackwardResult losses = parallel::forward_backward(args, arena_);
   // Sequence parallelism: LayerNorm / row-parallel bias / position grads are partial over TP.
   parallel::all_reduce_sequence_parallel_grads(model_->parameters(), tp_);
@@ -80,7 +123,7 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
   parallel::all_reduce_tied_embedding_grads(model_->parameters(), *context_);
   if (context_->pp_size() > 1 && consumed_samples_ == resume_.consumed_samples)
     parallel::log_pipeline_activation_memory(*context_, losses, num_micro_batches_);
-  losses.loss_mean_sum = parallel::value_from_last_stage(*context_, losses.loss_mean_sum);
+  const StepLoss loss = reduce_step_loss(losses.loss, denominator);
 
   if (distributed_optimizer_) {
     const auto& o = config_.optimizer;
@@ -89,8 +132,7 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
     grad_norm = r.grad_norm;
     skipped = r.skipped;
     consumed_samples_ += t.global_batch_size;
-    return parallel::average_over_data_parallel(
-        context_->data(), losses.loss_mean_sum / static_cast<double>(num_micro_batches_));
+    return loss;
   }
   std::vector<Tensor> grads;
   for (const auto& p : params.parameters()) grads.push_back(p.grad);
@@ -102,12 +144,12 @@ double Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped) 
     optimizer_->step(schedule_->lr(iteration - 1), o.weight_decay, o.adam_beta1, o.adam_beta2, o.adam_eps);
   }
   consumed_samples_ += t.global_batch_size;
-  return losses.loss_mean_sum / static_cast<double>(num_micro_batches_);
+  return loss;
 }
 
-double Trainer::evaluate() {
+double Trainer::evaluate(const data::SampleSource& split, int64_t& consumed_samples, LogitsWriter* logits) {
   const auto& t = config_.training;
-  int64_t b = t.micro_batch_size, dp = context_->dp_size(), dp_rank = context_->dp_rank();
+  int64_t b = t.micro_batch_size;
   parallel::ForwardBackwardArgs args;
   args.model = model_.get();
   args.context = context_.get();
@@ -117,28 +159,52 @@ double Trainer::evaluate() {
   args.pipeline_state = &pipeline_;
   args.forward_only = true;
   args.dropout = [](int64_t) { return nn::DropoutContext{}; };
-  double loss_total = 0;
-  int64_t batches = 0;
+  args.load_micro_batch = [&](int64_t m) { return micro_batch(m); };
+  // The loss over every evaluated token (the loss's terms summed over the eval_iters batches, over
+  // their denominator), as the training loss.
+  models::LossSum total;
+  double denominator = 0;
   for (int64_t it = 0; it < t.eval_iters; ++it) {
-    int64_t start = eval_consumed_samples_;
-    args.load_micro_batch = [&](int64_t m, const Tensor& tokens, const Tensor& mask) {
-      load_samples(*data_.valid, start + (m * dp + dp_rank) * b, tokens, mask);
-    };
+    denominator += load_step(split, consumed_samples);
+    if (logits) {
+      const int64_t s = config_.model.seq_length, first_sample = consumed_samples;
+      args.on_logits = [&, s, first_sample](int64_t m, const Tensor& micro_batch_logits) {
+        const size_t tokens = static_cast<size_t>(b * (s + 1)), mask = static_cast<size_t>(b * s);
+        models::LossInputs inputs{b, s, std::span<const int32_t>(step_tokens_.data() + m * tokens, tokens),
+                                  std::span<const float>(step_loss_mask_.data() + m * mask, mask)};
+        logits->add(first_sample, m, micro_batch_logits, inputs);
+      };
+    }
     parallel::ForwardBackwardResult r = parallel::forward_backward(args, arena_);
-    eval_consumed_samples_ += t.global_batch_size;
-    loss_total += r.loss_mean_sum;
-    batches += r.micro_batches;
+    consumed_samples += t.global_batch_size;
+    models::accumulate(total, r.loss);
   }
-  loss_total = parallel::value_from_last_stage(*context_, loss_total);  // pipeline: losses on the last stage
-  batches = parallel::value_from_last_stage(*context_, batches);
-  if (batches == 0) return std::numeric_limits<double>::quiet_NaN();
-  return parallel::average_over_data_parallel(context_->data(), loss_total / static_cast<double>(batches));
+  return reduce_step_loss(total, denominator).loss;
+}
+
+double Trainer::evaluate_checkpoint(EvalSplit split, const std::string& logits_file, int64_t logits_top_k) {
+  const auto& t = config_.training;
+  const data::SampleSource* source = split == EvalSplit::valid ? data_.valid.get() : data_.test.get();
+  if (!source)
+    TESSERA_CONFIG_FAIL("data.split = \"", config_.data.split, "\" gives the ",
+                        split == EvalSplit::valid ? "validation" : "test", " split no data; nothing to evaluate");
+  if (t.eval_iters <= 0) TESSERA_CONFIG_FAIL("training.eval_iters = ", t.eval_iters, " evaluates nothing; set it > 0");
+  std::unique_ptr<LogitsWriter> logits;
+  if (!logits_file.empty())
+    logits = std::make_unique<LogitsWriter>(logits_file, logits_top_k, model_->vocab_size(), tp_, *context_);
+  int64_t first_sample = 0;
+  const double loss = evaluate(*source, first_sample, logits.get());
+  const int64_t iteration = resume_.iteration;
+  log::info(format_eval_line(iteration, loss, split));
+  MetricsWriter(config_.logging.metrics_file, config_.logging.tensorboard_dir).write_eval(iteration, loss, split);
+  return loss;
 }
 
 TrainingSummary Trainer::train(const TrainingHooks& hooks) {
   const auto& t = config_.training;
   TrainingSummary summary;
   summary.last_eval_loss = std::numeric_limits<double>::quiet_NaN();
+  summary.test_loss = std::numeric_limits<double>::quiet_NaN();
   MetricsWriter metrics(config_.logging.metrics_file, config_.logging.tensorboard_dir);
   ProgressBar progress(t.train_iters);
   double peak = config_.training.peak_tflops_per_device;
@@ -149,7 +215,7 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
   const int64_t first_iteration = resume_.iteration + 1;
   auto run_eval = [&](int64_t iteration) {
     if (!data_.valid || t.eval_iters == 0) return;
-    double eval_loss = evaluate();
+    double eval_loss = evaluate(*data_.valid, eval_consumed_samples_);
     summary.last_eval_loss = eval_loss;
     progress.clear();
     log::info(std::string(80, '-'));
@@ -170,7 +236,8 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
     auto start = Clock::now();
     double grad_norm = 0;
     bool skipped = false;
-    double loss = train_step(iteration, grad_norm, skipped);
+    const StepLoss step = train_step(iteration, grad_norm, skipped);
+    const double loss = step.loss;
     double seconds = seconds_since(start);
     check_loss_is_finite(loss, iteration, context_->world().rank());
     if (skipped) ++skipped_total;
@@ -191,6 +258,7 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
     m.elapsed_ms = seconds * 1e3;
     m.learning_rate = schedule_->lr(iteration - 1);
     m.lm_loss = loss;
+    m.loss_metrics = step.metrics;
     m.grad_norm = grad_norm;
     m.loss_scale = loss_scale_;
     m.tokens_per_second = static_cast<double>(t.global_batch_size * config_.model.seq_length) / seconds;
@@ -219,6 +287,14 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
     }
   }
   if (!stopped && t.eval_interval > 0 && t.train_iters % t.eval_interval != 0) run_eval(t.train_iters);
+  // The test split, once at the end (from its first sample), when the run evaluates at all.
+  if (!stopped && data_.test && t.eval_interval > 0 && t.eval_iters > 0) {
+    int64_t test_samples = 0;
+    summary.test_loss = evaluate(*data_.test, test_samples);
+    progress.clear();
+    log::info(format_eval_line(last_iteration, summary.test_loss, EvalSplit::test));
+    metrics.write_eval(last_iteration, summary.test_loss, EvalSplit::test);
+  }
   if (!stopped) checkpoints_->at_end(progress_at(last_iteration), *model_, optimizer);
   progress.clear();
   summary.timed_iterations = timed_iterations;

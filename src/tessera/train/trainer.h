@@ -6,9 +6,11 @@
 #include <memory>
 #include <vector>
 
+#include "tessera/data/document_masks.h"
 #include "tessera/models/stage_model.h"
 #include "tessera/pipeline/pipeline_executor.h"
 #include "tessera/train/config.h"
+#include "tessera/train/logits_writer.h"
 #include "tessera/train/metrics.h"
 #include "tessera/train/training_setup.h"
 
@@ -18,6 +20,7 @@ struct TrainingSummary {
   std::vector<double> lm_loss;     // one per iteration
   std::vector<double> grad_norm;   // one per iteration (before clipping)
   double last_eval_loss = 0;       // NaN when no evaluation ran
+  double test_loss = 0;            // the test split's, at the end (NaN when it did not run)
   // Timing: every iteration this process ran except its first (one-time costs), i.e. resume + 2 ..
   // the last one run (train_iters, or where a save-and-exit stopped); none when it ran only one.
   int64_t timed_iterations = 0;
@@ -39,19 +42,36 @@ struct TrainingHooks {
   std::function<bool(int64_t iteration)> should_stop;
 };
 
+// A step's loss and the loss's named metrics, over the global batch (token_loss.h).
+struct StepLoss {
+  double loss = 0;
+  std::vector<std::pair<std::string, double>> metrics;
+};
+
 class Trainer {
  public:
   // build_training_setup(config, device), then the loop's state.
   Trainer(const Config& config, Device device);
   TrainingSummary train(const TrainingHooks& hooks = {});
+  // Eval-only (tessera-train --eval-only): the loss of the split's first eval_iters global batches
+  // (the window the first evaluation of a training run uses) with the weights as built or loaded
+  // (checkpoint.load), printed as Megatron's validation line at the loaded iteration and written
+  // to metrics_file. ConfigError when the split is empty or eval_iters is 0.
+  // logits_file (optional): the evaluated samples' top-k logits (logits_writer.h).
+  double evaluate_checkpoint(EvalSplit split, const std::string& logits_file = "", int64_t logits_top_k = 10);
   models::StageModel& model() { return *model_; }
   const TrainingSetup& setup() const { return *setup_; }
 
  private:
-  double train_step(int64_t iteration, double& grad_norm, bool& skipped);
-  double evaluate();
-  void load_samples(const data::SampleSource& source, int64_t first_index, const Tensor& tokens,
-                    const Tensor& loss_mask) const;
+  StepLoss train_step(int64_t iteration, double& grad_norm, bool& skipped);
+  // The loss of eval_iters global batches of split from sample consumed_samples on (advanced).
+  double evaluate(const data::SampleSource& split, int64_t& consumed_samples, LogitsWriter* logits = nullptr);
+  // Loads this DP rank's micro-batches of the step whose global batch starts at sample step_start;
+  // returns the loss's denominator of the whole global batch (summed over DP).
+  double load_step(const data::SampleSource& source, int64_t step_start);
+  models::MicroBatch micro_batch(int64_t m);  // micro-batch m of the last load_step
+  // The step's loss and metrics from this rank's loss terms (last pipeline stage) and the global denominator.
+  StepLoss reduce_step_loss(models::LossSum local, double denominator) const;
 
   std::unique_ptr<TrainingSetup> setup_;
   // Short names for the setup's members the loop uses.
@@ -75,6 +95,10 @@ class Trainer {
   double loss_scale_ = 1;  // the scale the last step's loss gradients carried (fp16)
   int64_t consumed_samples_ = 0;
   int64_t eval_consumed_samples_ = 0;
+  std::vector<int32_t> step_tokens_;    // load_step: the step's micro-batches on this DP rank,
+  std::vector<float> step_loss_mask_;   // [micro-batches, b, s+1] and [micro-batches, b, s]
+  std::vector<int32_t> step_position_ids_;  // [micro-batches, b, s] (data.reset_position_ids)
+  data::DocumentMaskOptions document_masks_;  // data.eod_mask_loss, data.reset_position_ids
 };
 
 }  // namespace tessera::train

@@ -11,9 +11,9 @@ namespace tessera::train {
 
 namespace {
 
-int64_t tokenizer_vocab_size(const DataConfig& d) {
+std::unique_ptr<data::Tokenizer> build_tokenizer(const DataConfig& d) {
   data::TokenizerOptions options{d.tokenizer_type, d.vocab_file, d.merge_file, d.vocab_size};
-  return data::make_tokenizer(options)->vocab_size();
+  return data::make_tokenizer(options);
 }
 
 std::vector<std::string> data_path_strings(const std::vector<DataPathEntry>& entries) {
@@ -39,17 +39,22 @@ TrainingData build_training_data(const Config& config) {
   TrainingData result;
   int64_t train_samples = t.train_iters * t.global_batch_size;
   if (d.mock_data) {
-    result.vocab_size = d.vocab_size > 0 ? d.vocab_size : tokenizer_vocab_size(d);
+    result.vocab_size = d.vocab_size > 0 ? d.vocab_size : build_tokenizer(d)->vocab_size();
+    result.eod = static_cast<int32_t>(result.vocab_size - 1);
     int64_t valid_samples = std::max<int64_t>(1, t.eval_iters * t.global_batch_size);
     uint64_t seed = static_cast<uint64_t>(t.seed);
     result.train = std::make_shared<data::MockDataset>(config.model.seq_length, result.vocab_size, train_samples, seed);
     // The validation samples come from another seed, so evaluation never sees training samples.
     result.valid = std::make_shared<data::MockDataset>(config.model.seq_length, result.vocab_size, valid_samples,
                                                        seed ^ 0x76616c6964ull);
+    result.test = std::make_shared<data::MockDataset>(config.model.seq_length, result.vocab_size, valid_samples,
+                                                      seed ^ 0x74657374ull);
     result.description = "mock data (vocab " + std::to_string(result.vocab_size) + ")";
     return result;
   }
-  result.vocab_size = tokenizer_vocab_size(d);
+  const auto tokenizer = build_tokenizer(d);
+  result.vocab_size = tokenizer->vocab_size();
+  result.eod = tokenizer->eod();
   data::GPTDatasetConfig gpt;
   gpt.seq_length = config.model.seq_length;
   gpt.seed = static_cast<uint32_t>(t.seed);
@@ -63,6 +68,7 @@ TrainingData build_training_data(const Config& config) {
   if (!splits.train) TESSERA_CONFIG_FAIL("data.split = \"", d.split, "\" gives the training split no data");
   result.train = splits.train;
   result.valid = splits.valid;
+  result.test = splits.test;
   result.description = std::to_string(d.data_path.size()) + " data_path entries, tokenizer " + d.tokenizer_type +
                        " (vocab " + std::to_string(result.vocab_size) + "), split " + d.split;
   return result;

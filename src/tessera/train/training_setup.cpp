@@ -60,6 +60,7 @@ std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device
   build.chunks = parallel::pipeline_chunk_layouts(x.config.model.num_layers, x.config.parallel, x.context->pp_size(),
                                                   x.context->pp_rank());
   x.model = models::model_family(x.config.model.architecture).build(build);
+  x.model->set_loss(models::loss_registration(x.config.training.loss).build(x.config.training.loss_params));
   x.model->initialize(static_cast<uint64_t>(t.seed));  // bf16 / fp16: the fp32 initialisation rounded once
   parallel::setup_pipeline_training(*x.model, *x.context, x.num_micro_batches);
 

@@ -69,7 +69,7 @@ TEST(TrainCli, ShortRunWritesMetricsRows) {
   std::ifstream in(metrics);
   std::vector<nlohmann::json> rows;
   for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
-  ASSERT_EQ(rows.size(), 3u);  // iterations 2 and 4, then the evaluation at 4
+  ASSERT_EQ(rows.size(), 4u);  // iterations 2 and 4, the evaluation at 4, then the test split at the end
   for (const char* key : {"iteration", "lm_loss", "grad_norm", "learning_rate", "loss_scale", "consumed_samples",
                           "tokens_per_second", "tflops_per_gpu", "mfu", "skipped_iterations", "nan_iterations"})
     EXPECT_TRUE(rows[0].contains(key)) << key;
@@ -77,6 +77,9 @@ TEST(TrainCli, ShortRunWritesMetricsRows) {
   EXPECT_EQ(rows[1]["consumed_samples"], 16);
   EXPECT_TRUE(rows[2].contains("eval_loss"));
   EXPECT_TRUE(rows[2].contains("eval_perplexity"));
+  EXPECT_EQ(rows[3]["iteration"], 4);
+  EXPECT_TRUE(rows[3].contains("test_loss"));
+  EXPECT_TRUE(rows[3].contains("test_perplexity"));
   fs::remove(metrics);
 }
 
