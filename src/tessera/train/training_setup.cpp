@@ -29,6 +29,22 @@ void log_start(const TrainingSetup& x) {
 
 }  // namespace
 
+nn::RecomputeConfig recompute_config(const Config& config, int pp) {
+  const auto& p = config.parallel;
+  nn::RecomputeConfig recompute =
+      nn::parse_recompute_config(p.recompute_granularity, p.recompute_method, p.recompute_num_layers);
+  // Every stage's chunks, so that every rank rejects the same config.
+  for (int stage = 0; stage < pp; ++stage) {
+    const auto chunks = parallel::pipeline_chunk_layouts(config.model.num_layers, p, pp, stage);
+    for (size_t c = 0; c < chunks.size(); ++c)
+      nn::check_recompute_layers(recompute, chunks[c].num_layers,
+                                 "pipeline stage " + std::to_string(stage) + " model chunk " + std::to_string(c) +
+                                     " (model.num_layers = " + std::to_string(config.model.num_layers) +
+                                     ", parallel.pipeline_model_parallel_size = " + std::to_string(pp) + ")");
+  }
+  return recompute;
+}
+
 ckpt::TrainerOptimizer TrainingSetup::checkpointed_optimizer() const {
   return {adamw.get(), distributed_optimizer.get(),
           distributed_optimizer && config.parallel.use_distributed_optimizer && context->dp_size() > 1};
@@ -59,6 +75,7 @@ std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device
   build.pipeline_size = x.context->pp_size();
   build.chunks = parallel::pipeline_chunk_layouts(x.config.model.num_layers, x.config.parallel, x.context->pp_size(),
                                                   x.context->pp_rank());
+  build.recompute = recompute_config(x.config, x.context->pp_size());
   x.model = models::model_family(x.config.model.architecture).build(build);
   x.model->initialize(static_cast<uint64_t>(t.seed));  // bf16 / fp16: the fp32 initialisation rounded once
   parallel::setup_pipeline_training(*x.model, *x.context, x.num_micro_batches);

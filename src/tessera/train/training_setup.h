@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "tessera/models/stage_model.h"
+#include "tessera/nn/recompute.h"
 #include "tessera/optim/adamw_optimizer.h"
 #include "tessera/optim/distributed_optimizer.h"
 #include "tessera/optim/lr_schedule.h"
@@ -40,5 +41,8 @@ struct TrainingSetup {
 // load), logs the arguments and the layout, and loads checkpoint.load when set. Heap-allocated:
 // the checkpoints and optimizers refer to its members.
 std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device device);
+// The run's activation recomputation (parallel.recompute_*), checked against the layers of every
+// pipeline stage's chunks (ConfigError naming the keys).
+nn::RecomputeConfig recompute_config(const Config& config, int pp);
 
 }  // namespace tessera::train
