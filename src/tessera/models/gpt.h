@@ -58,6 +58,9 @@ class GPTModel : public StageModel {
   // parallel.recompute_num_layers when a full recomputation asks for more layers than a chunk holds.
   void set_recompute(const nn::RecomputeConfig& config);
   const nn::LayerStack& layer_stack() const { return *layer_stack_; }
+  // gpt_memory.cpp: the bytes each allocation of forward_chunk makes, summed per layer.
+  ActivationMemory activation_memory(int64_t seq, int64_t batch) const override;
+  size_t scratch_peak_bytes() const override { return layer_stack_->scratch_peak_bytes(); }
   const GPTChunkLayout& chunk_layout(int chunk) const override { return chunks_.at(chunk).layout; }
 
   // StageModel: one hidden state [s*b, h] ([s*b/tp, h] under sequence parallelism) between stages.

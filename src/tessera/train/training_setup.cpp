@@ -25,6 +25,9 @@ void log_start(const TrainingSetup& x) {
   parallel::log_parameters_per_model_parallel_rank(*x.context, x.model->parameters());
   log::info(" > FLOPs per iteration: ", x.flops_per_iteration, " (convention: 6N + 12*L*h*s per token, ",
             "N = parameters without position embeddings)");
+  std::string recompute = p.recompute_granularity;
+  if (recompute == "full") recompute += " " + p.recompute_method + " " + std::to_string(p.recompute_num_layers);
+  log_memory_report(x.memory, recompute);
 }
 
 }  // namespace
@@ -103,6 +106,7 @@ std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device
   double per_token = models::flops_per_token(
       x.config.model, parallel::pipeline_flops_parameter_count(x.model->parameters(), *x.context));
   x.flops_per_iteration = per_token * static_cast<double>(t.global_batch_size * s);
+  x.memory = memory_report(x);
   log_start(x);
   x.checkpoints = std::make_unique<ckpt::TrainingCheckpoints>(x.config, *x.context);
   x.resume = x.checkpoints->load(*x.model, x.checkpointed_optimizer());

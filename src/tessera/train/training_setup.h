@@ -14,6 +14,7 @@
 #include "tessera/train/config.h"
 #include "tessera/train/training_checkpoints.h"
 #include "tessera/train/training_data.h"
+#include "tessera/train/memory_report.h"
 
 namespace tessera::train {
 
@@ -33,6 +34,7 @@ struct TrainingSetup {
   // Checkpoint load/save/exit (training_checkpoints.h) and where training resumes.
   std::unique_ptr<ckpt::TrainingCheckpoints> checkpoints;
   ckpt::TrainingProgress resume;
+  MemoryReport memory;  // this rank's memory estimate, printed at start (memory_report.h)
 
   ckpt::TrainerOptimizer checkpointed_optimizer() const;
 };

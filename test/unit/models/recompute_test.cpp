@@ -21,7 +21,8 @@ nn::RecomputeConfig recompute(const char* granularity, const char* method = "uni
 struct RunResult {
   std::vector<float> grads;
   double loss_sum = 0;
-  size_t forward_bytes = 0;  // the caller's arena after the forward (what the chunk keeps)
+  size_t forward_bytes = 0;  // the caller's arena after the forward and loss (what the chunk keeps)
+  models::ActivationMemory estimate;  // GPTModel::activation_memory of the same shape
 };
 
 RunResult run(int64_t layers, const nn::RecomputeConfig& config, int micro_batches = 2) {
@@ -43,12 +44,13 @@ RunResult run(int64_t layers, const nn::RecomputeConfig& config, int micro_batch
     models::GPTChunkActivations acts;
     const size_t before = arena.used_bytes();
     model.forward_chunk(0, arena, in, Tensor(), Tensor(), dropout, acts);
-    result.forward_bytes = arena.used_bytes() - before;
     models::LossSum loss = model.chunk_loss(arena, in, acts);
+    result.forward_bytes = arena.used_bytes() - before;
     model.backward_chunk(0, arena, in, Tensor(), 0.5, loss.token_count, dropout, acts);
     result.loss_sum += loss.loss_sum;
     arena.reset();
   }
+  result.estimate = model.activation_memory(kSeq, kBatch);
   const float* g = store.all_grads().data_as<float>();
   result.grads.assign(g, g + store.numel());
   return result;
@@ -110,6 +112,20 @@ TEST(Recompute, BytesKeptPerLayer) {
   const size_t stats = 4 * 256;
   EXPECT_EQ(none, hidden * 18 + probs + stats);
   EXPECT_EQ(selective, hidden * 14 + stats);
+}
+
+TEST(Recompute, MemoryEstimateMatchesTheArena) {
+  // GPTModel::activation_memory against what the forward (and loss) actually keep, per mode.
+  for (const auto& c : {recompute("none"), recompute("selective"), recompute("full", "uniform", 2),
+                        recompute("full", "block", 1)}) {
+    const RunResult r4 = run(4, c, 1), r2 = run(2, c, 1);
+    const std::string what = std::string(nn::name(c.granularity)) + " " + nn::name(c.method);
+    EXPECT_EQ(static_cast<int64_t>(r4.forward_bytes), r4.estimate.kept_per_micro_batch) << what;
+    EXPECT_EQ(static_cast<int64_t>(r2.forward_bytes), r2.estimate.kept_per_micro_batch) << what;
+    EXPECT_EQ(r4.estimate.per_layer_none, static_cast<int64_t>(run(4, recompute("none"), 1).forward_bytes -
+                                                               run(2, recompute("none"), 1).forward_bytes) / 2)
+        << what;
+  }
 }
 
 TEST(Recompute, ConfigErrorsNameTheKeys) {
