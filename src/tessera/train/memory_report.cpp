@@ -40,7 +40,8 @@ std::string mib(int64_t bytes) {
   std::ostringstream s;
   s.setf(std::ios::fixed);
   s.precision(1);
-  s << static_cast<double>(bytes) / (1 << 20) << " MiB";
+  if (bytes < (1 << 20)) s << static_cast<double>(bytes) / 1024 << " KiB";
+  else s << static_cast<double>(bytes) / (1 << 20) << " MiB";
   return s.str();
 }
 }  // namespace

@@ -240,7 +240,7 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
          << " timed iterations (" << summary.first_timed_iteration << ".." << summary.last_timed_iteration << ")";
   else
     done << ", no iteration timed (the first one a run makes is not)";
-  log::info("training finished: ", done.str(), ", peak activation memory ", arena_.peak_bytes() / (1 << 20), " MiB",
+  log::info("training finished: ", done.str(), ", peak activation memory ", summary.peak_activation_bytes / (1 << 20), " MiB",
             device_.is_cuda() ? ", peak device memory " + std::to_string(summary.peak_device_bytes >> 20) +
                                     " MiB (estimated at start: " + std::to_string(setup_->memory.total() >> 20) + " MiB)"
                               : std::string());
