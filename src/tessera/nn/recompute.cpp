@@ -67,21 +67,12 @@ size_t scratch_block_bytes(Device device) { return device.is_cuda() ? size_t(64)
 
 LayerStack::LayerStack(const RecomputeConfig& config, Device device)
     : config_(config),
-      forward_scratch_(scratch_block_bytes(device), device),
-      recompute_scratch_(scratch_block_bytes(device), device),
-      backward_scratch_{Arena(scratch_block_bytes(device), device), Arena(scratch_block_bytes(device), device)} {}
+      work_(scratch_block_bytes(device), device),
+      backward_(scratch_block_bytes(device), device),
+      carry_{Arena(size_t(1) << 20, device), Arena(size_t(1) << 20, device)} {}
 
 size_t LayerStack::scratch_peak_bytes() const {
-  return forward_scratch_.peak_bytes() + recompute_scratch_.peak_bytes() + backward_scratch_[0].peak_bytes() +
-         backward_scratch_[1].peak_bytes();
-}
-
-Arena& LayerStack::next_backward_arena() const {
-  // The other arena holds the gradient this run starts from; this one is free.
-  Arena& arena = backward_scratch_[static_cast<size_t>(next_backward_)];
-  next_backward_ ^= 1;
-  arena.reset();
-  return arena;
+  return work_.peak_bytes() + backward_.peak_bytes() + carry_[0].peak_bytes() + carry_[1].peak_bytes();
 }
 
 namespace {
@@ -91,6 +82,13 @@ Tensor copy_into(Arena& arena, const Tensor& t) {
   return out;
 }
 }  // namespace
+
+Tensor LayerStack::carry(const Tensor& dx) const {
+  Arena& arena = carry_[static_cast<size_t>(next_carry_)];
+  next_carry_ ^= 1;
+  arena.reset();  // the other carry arena holds the gradient the run started from
+  return copy_into(arena, dx);
+}
 
 Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& arena, Tensor x, int64_t seq,
                            int64_t batch, const Tensor& key_padding_mask, const DropoutContext& dropout,
@@ -109,17 +107,17 @@ Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& a
           x = layers[static_cast<size_t>(i)].forward(arena, x, seq, batch, key_padding_mask, dropout, layer_saved);
           continue;
         }
-        forward_scratch_.reset();  // what the layer drops lives here until its forward ends
+        work_.reset();  // what the layer drops lives here until its forward ends
         x = layers[static_cast<size_t>(i)].forward(arena, x, seq, batch, key_padding_mask, dropout, layer_saved,
-                                                   &forward_scratch_);
+                                                   &work_);
       }
       continue;
     }
     saved.run_inputs[r] = x;
-    forward_scratch_.reset();
+    work_.reset();
     TransformerLayer::Saved discarded;
     for (int64_t i = run.begin; i < run.end; ++i)
-      x = layers[static_cast<size_t>(i)].forward(forward_scratch_, x, seq, batch, key_padding_mask, dropout, discarded);
+      x = layers[static_cast<size_t>(i)].forward(work_, x, seq, batch, key_padding_mask, dropout, discarded);
     x = copy_into(arena, x);  // the next run's input (or the chunk's output) outlives the scratch
   }
   return x;
@@ -133,30 +131,37 @@ Tensor LayerStack::backward(const std::vector<TransformerLayer>& layers, Arena& 
                 "layer backward without the matching forward (", saved.layers.size(), " saved layers, ",
                 layers.size(), " layers)");
   const bool selective = config_.granularity == RecomputeGranularity::selective;
-  bool in_scratch = false;  // dout lives in a backward scratch arena
+  bool in_scratch = false;  // dout lives in a carry arena
   for (size_t r = runs.size(); r-- > 0;) {
     const LayerRun& run = runs[r];
     if (!run.recomputed) {
       for (int64_t i = run.end; i-- > run.begin;) {
-        Arena& a = selective ? next_backward_arena() : arena;
-        dout = layers[static_cast<size_t>(i)].backward(a, dout, seq, batch, dropout, saved.layers[static_cast<size_t>(i)]);
+        const auto& layer_saved = saved.layers[static_cast<size_t>(i)];
+        if (selective) {
+          backward_.reset();
+          dout = carry(layers[static_cast<size_t>(i)].backward(backward_, dout, seq, batch, dropout, layer_saved));
+        } else {
+          dout = layers[static_cast<size_t>(i)].backward(arena, dout, seq, batch, dropout, layer_saved);
+        }
         in_scratch = selective;
         if (layer_done) layer_done(static_cast<size_t>(i));
       }
       continue;
     }
     // The run's forward again from its input, with the same dropout masks.
-    recompute_scratch_.reset();
+    work_.reset();
     std::vector<TransformerLayer::Saved> again(static_cast<size_t>(run.end - run.begin));
     Tensor x = saved.run_inputs[r];
     for (int64_t i = run.begin; i < run.end; ++i)
-      x = layers[static_cast<size_t>(i)].forward(recompute_scratch_, x, seq, batch, saved.key_padding_mask, dropout,
+      x = layers[static_cast<size_t>(i)].forward(work_, x, seq, batch, saved.key_padding_mask, dropout,
                                                  again[static_cast<size_t>(i - run.begin)]);
-    Arena& a = next_backward_arena();
+    backward_.reset();
     for (int64_t i = run.end; i-- > run.begin;) {
-      dout = layers[static_cast<size_t>(i)].backward(a, dout, seq, batch, dropout, again[static_cast<size_t>(i - run.begin)]);
+      dout = layers[static_cast<size_t>(i)].backward(backward_, dout, seq, batch, dropout,
+                                                     again[static_cast<size_t>(i - run.begin)]);
       if (layer_done) layer_done(static_cast<size_t>(i));
     }
+    dout = carry(dout);
     in_scratch = true;
   }
   return in_scratch ? copy_into(arena, dout) : dout;

@@ -11,9 +11,10 @@
 // run's seed, the micro-batch's pass key, the layer's site name and the element's global index, so
 // gradients are bitwise those of the run without recomputation.
 // Memory: a recomputed run's forward works in a scratch arena reset after it (only the run's
-// output is copied to the caller's arena); backward (full and selective) works in two scratch
-// arenas used in turn per run, so a chunk's backward holds one run's recomputed activations and
-// gradients at a time. granularity = none takes none of these paths (the layers as before).
+// output is copied to the caller's arena); backward (full and selective) recomputes a run in that
+// arena, runs its backward in a second one and copies the run's input gradient into one of two small
+// carry arenas used in turn, so a chunk's backward holds one run's activations and gradients at a
+// time. granularity = none takes none of these paths (the layers as before).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -73,15 +74,17 @@ class LayerStack {
   Tensor backward(const std::vector<TransformerLayer>& layers, Arena& arena, Tensor dout, int64_t seq, int64_t batch,
                   const DropoutContext& dropout, const LayerStackSaved& saved,
                   const std::function<void(size_t)>& layer_done) const;
-  // The most bytes each scratch arena held so far: forward, recompute, the two backward arenas.
+  // The most bytes the scratch arenas held so far (together).
   size_t scratch_peak_bytes() const;
 
  private:
-  Arena& next_backward_arena() const;
+  // dx (in backward_) copied into the carry arena not holding the gradient this run started from.
+  Tensor carry(const Tensor& dx) const;
   RecomputeConfig config_;
-  mutable Arena forward_scratch_, recompute_scratch_;
-  mutable std::array<Arena, 2> backward_scratch_;
-  mutable int next_backward_ = 0;
+  mutable Arena work_;      // a run's forward (in forward, or again in backward); selective: what layers drop
+  mutable Arena backward_;  // a run's backward
+  mutable std::array<Arena, 2> carry_;  // a run's input gradient, in turn
+  mutable int next_carry_ = 0;
 };
 
 }  // namespace tessera::nn
