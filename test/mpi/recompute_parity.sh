@@ -6,7 +6,8 @@
 # behaviour_baseline.sh's small GPT (the same --set list), so TP=2, PP=2 (1F1B, interleaved) and
 # DP=2 compare against its recorded no-recompute sequences (test/mpi/behaviour_baseline/*.txt);
 # the single-rank case runs its own no-recompute reference.
-# Usage: recompute_parity.sh CASE [BIN_DIR]   CASE: single | tp2 | pp2_1f1b | pp2_interleaved | dp2_distopt
+# Usage: recompute_parity.sh CASE [BIN_DIR]
+#   CASE: single | tp2 | pp2_1f1b | pp2_interleaved | dp2_distopt | tp2_sp_pp2_interleaved (4 ranks)
 set -euo pipefail
 CASE=${1:?usage: recompute_parity.sh single|tp2|pp2_1f1b|pp2_interleaved|dp2_distopt [BIN_DIR]}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -60,9 +61,16 @@ case "$CASE" in
     np=2; variants=("full_uniform_1:$(full_uniform 1)") ;;
   dp2_distopt) layout=(--set parallel.use_distributed_optimizer=true); np=2
     variants=("full_uniform_2:$(full_uniform 2)") ;;
+  tp2_sp_pp2_interleaved)  # the issue's layout, with interleaving; its own no-recompute reference
+    layout=(--set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true
+            --set parallel.pipeline_model_parallel_size=2 --set parallel.num_layers_per_virtual_pipeline_stage=1)
+    np=4
+    run none 4 "${layout[@]}"
+    reference="$WORK/none.txt"
+    variants=("full_uniform_1:$(full_uniform 1)") ;;
   *) echo "unknown case '$CASE'"; exit 2 ;;
 esac
-[ "$CASE" = single ] || reference="$REF/$CASE.txt"
+[ -n "${reference:-}" ] || reference="$REF/$CASE.txt"
 
 status=0
 check() {  # name
