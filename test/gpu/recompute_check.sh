@@ -11,7 +11,8 @@
 #     device memory with full recomputation <= 45% of 78 GiB (35.1 GiB) and tokens/s >= 0.72x the
 #     run without; then the largest micro-batch that fits with and without recomputation: predicted
 #     from the peak at two micro-batches (linear in the micro-batch) against the GPU's memory, then
-#     run to confirm (and the next one up, expected not to fit), with the tokens/s of each.
+#     run to confirm (and the next one up, expected not to fit), with the tokens/s of each (5
+#     iterations a run, the last 4 timed; the search stops at micro-batch 64).
 # Results: OUT/recompute_summary.txt (and each run's log under OUT/recompute/). Exit 0 when every
 # check passes, 1 otherwise, 77 without a GPU.
 # Usage: recompute_check.sh BIN_DIR SOURCE_DIR [OUT]
@@ -79,7 +80,7 @@ bench() {  # name micro_batch overrides... ; prints "peak_mib tokens_per_second"
   local name=$1 mb=$2
   shift 2
   "$bin/tessera-bench" train --config "$cfg/gpt2-1.5b.toml" --label "$name" --set training.micro_batch_size="$mb" \
-    --set training.global_batch_size="$mb" --set training.train_iters=6 --set logging.log_interval=3 "$@" \
+    --set training.global_batch_size="$mb" --set training.train_iters=5 --set logging.log_interval=5 "$@" \
     >"$logs/$name.log" 2>&1
   local line
   line=$(grep '^{"benchmark"' "$logs/$name.log" | tail -1)
@@ -113,16 +114,22 @@ else
 fi
 
 # Largest micro-batch: peak(mb) ~ a + b*mb from two runs, against the GPU's memory less 1 GiB for the
-# CUDA context and libraries (not counted in the peak).
+# CUDA context and libraries (not counted in the peak); the guess and the one above it are run. The
+# search stops at micro-batch 64 (65536 tokens a step: the logits alone pass 2^31 elements beyond
+# ~41, and a step takes seconds): "64 fits" then means "at least 64".
 total_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | head -1)
+cap=64
 largest() {  # label small_mb small_mib big_mb big_mib overrides...
   local label=$1 mb_a=$2 mib_a=$3 mb_b=$4 mib_b=$5
   shift 5
   local guess
-  guess=$(python3 -c 'import sys; a,pa,b,pb,t=map(float,sys.argv[1:]); s=(pb-pa)/(b-a); print(int(b+(t-1024-pb)//s))' \
+  guess=$(python3 -c 'import sys; a,pa,b,pb,t=map(float,sys.argv[1:]); s=max((pb-pa)/(b-a),1.0); print(int(b+(t-1024-pb)//s))' \
     "$mb_a" "$mib_a" "$mb_b" "$mib_b" "$total_mib")
-  local fit="" fit_tps="" r
+  local predicted=$guess
+  [ "$guess" -gt "$cap" ] && guess=$cap
+  local fit="" fit_tps="" r tps mb
   for mb in "$guess" $((guess + 1)); do
+    [ "$mb" -gt "$cap" ] && break
     read -r r tps < <(bench "${label}_mb$mb" "$mb" "$@")
     if [[ $r =~ ^[0-9.]+$ ]]; then fit=$mb; fit_tps=$tps; say "(b) $label micro-batch $mb: fits, $r MiB peak, $tps tokens/s"
     else say "(b) $label micro-batch $mb: does not fit ($r)"; break; fi
@@ -130,9 +137,11 @@ largest() {  # label small_mb small_mib big_mb big_mib overrides...
   if [ -z "$fit" ]; then  # the guess was too high: one step down
     mb=$((guess - 1))
     read -r r tps < <(bench "${label}_mb$mb" "$mb" "$@")
-    [[ $r =~ ^[0-9.]+$ ]] && say "(b) $label micro-batch $mb: fits, $r MiB peak, $tps tokens/s" && fit=$mb && fit_tps=$tps
+    if [[ $r =~ ^[0-9.]+$ ]]; then fit=$mb; fit_tps=$tps; say "(b) $label micro-batch $mb: fits, $r MiB peak, $tps tokens/s"; fi
   fi
-  say "(b) largest micro-batch $label (of those run, predicted $guess): ${fit:-none found} (${fit_tps:-?} tokens/s)"
+  local note=""
+  [ "${fit:-0}" = "$cap" ] && note=" (the search cap: at least $cap)"
+  say "(b) largest micro-batch $label: ${fit:-none found}$note, ${fit_tps:-?} tokens/s (predicted from the peaks: $predicted)"
 }
 if [[ $none8_mib =~ ^[0-9.]+$ && $full8_mib =~ ^[0-9.]+$ ]]; then
   read -r none4_mib _ < <(bench none_mb4 4)
