@@ -89,13 +89,13 @@ bench() {  # name micro_batch overrides... ; prints "peak_mib tokens_per_second"
     return
   fi
   echo "$line" >>"$out/recompute_bench.jsonl"
-  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["peak_device_memory_mib"], j["tokens_per_second"])' "$line"
+  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["peak_device_memory_mib"], j["tokens_per_second"], j.get("memory_estimate", {}).get("total_mib", "?"))' "$line"
 }
 full=(--set parallel.recompute_granularity=full --set parallel.recompute_method=uniform --set parallel.recompute_num_layers=1)
-read -r none8_mib none8_tps < <(bench none_mb8 8)
-read -r full8_mib full8_tps < <(bench full_mb8 8 "${full[@]}")
-say "(b) 1.5B micro-batch 8 without recomputation: ${none8_mib} MiB peak, ${none8_tps} tokens/s"
-say "(b) 1.5B micro-batch 8 with full recomputation: ${full8_mib} MiB peak, ${full8_tps} tokens/s"
+read -r none8_mib none8_tps none8_est < <(bench none_mb8 8)
+read -r full8_mib full8_tps full8_est < <(bench full_mb8 8 "${full[@]}")
+say "(b) 1.5B micro-batch 8 without recomputation: ${none8_mib} MiB peak (estimated at start: ${none8_est:-?} MiB), ${none8_tps} tokens/s"
+say "(b) 1.5B micro-batch 8 with full recomputation: ${full8_mib} MiB peak (estimated at start: ${full8_est:-?} MiB), ${full8_tps} tokens/s"
 if [[ $none8_mib =~ ^[0-9.]+$ && $full8_mib =~ ^[0-9.]+$ ]]; then
   python3 - "$none8_mib" "$none8_tps" "$full8_mib" "$full8_tps" >>"$summary" <<'PY' || status=1
 import sys
