@@ -63,11 +63,21 @@ ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
   }
   m.kept_per_micro_batch += m.embedding_and_head;
   m.kept_per_micro_batch_none += m.embedding_and_head;
-  // Transient: the dlogits of the head's backward, and under recomputation one run's forward again
-  // plus its backward (about as large as its forward) in the two backward arenas.
+  // Transient, during a micro-batch's backward: the dlogits, and each layer's backward allocations
+  // (about as many bytes as its forward's): they stay in the micro-batch's arena until its backward
+  // ends for the layers LayerStack runs without scratch (none; block's other layers), while
+  // recomputation holds one run's forward again and its backward in its scratch arenas.
   m.workspace = aligned(R * vocab_local * d);
   if (rc.granularity == nn::RecomputeGranularity::full) m.workspace += 2 * largest_run * m.per_layer_none;
   if (rc.granularity == nn::RecomputeGranularity::selective) m.workspace += 2 * m.per_layer_none;
+  int64_t unscratched = 0;  // layers whose backward allocates in the micro-batch's arena (the largest chunk)
+  for (const auto& chunk : chunks_) {
+    int64_t n = 0;
+    for (const auto& run : nn::recompute_runs(rc, chunk.layout.num_layers))
+      if (!run.recomputed && rc.granularity != nn::RecomputeGranularity::selective) n += run.end - run.begin;
+    unscratched = std::max(unscratched, n);
+  }
+  m.workspace += unscratched * m.per_layer_none;
   return m;
 }
 
