@@ -112,11 +112,9 @@ t.answer(r"Sequence parallelism", "yes")
 t.answer(r"Pipeline-parallel size \(PP\)", "4")
 t.expect(r"world size 4 is not divisible by TP x PP = 2 x 4 \(world size = TP x PP x DP\); please answer again")
 t.answer(r"Pipeline-parallel size \(PP\)", "2")
-t.expect(r"note: parallel.sequence_parallel = true with parallel.pipeline_model_parallel_size = 2 is not supported yet")
 t.answer(r"Micro-batch size", "1")
 t.answer(r"Micro-batches per step", "2")
-t.answer(r"Activation recomputation \(none \| selective\* \| full\*", "selective")
-t.expect(r"note: parallel.recompute_granularity = \"selective\" is not supported yet")
+t.answer(r"Activation recomputation \(none \| selective \| full\)", "selective")
 t.answer(r"Distributed optimizer", "yes")
 t.answer(r"Gradient clipping", "", "1.0")                # default taken
 t.answer(r"Precision", "bf16")
@@ -134,26 +132,18 @@ for line in ["tensor_model_parallel_size = 2", "sequence_parallel = true", "pipe
              "num_layers = 2", "hidden_size = 64", "num_attention_heads = 4", "mock_data = true",
              "vocab_size = 512", 'save = "%s"' % ckpt]:
     check(re.search(r"^" + re.escape(line) + r"\s", text, re.M) is not None, "guide.toml has " + line)
-check("NOT SUPPORTED YET" in text, "guide.toml marks the unsupported recompute value")
-# What tessera-train does with it today: selective recompute and SP with PP are "not supported yet"
-# (exit 2, named); with those two set back, the same file trains on 4 CPU ranks.
+check("NOT SUPPORTED YET" not in text, "guide.toml marks nothing as unsupported")
+check("sequence_parallel = true with" not in t.buffer and "recompute_granularity = \"selective\" is not supported" not in t.buffer,
+      "tessera-config notes neither SP with PP nor selective recompute as not supported yet")
+# tessera-train takes the file as written (selective recompute, SP with PP) and trains it on 4 CPU ranks.
 rc, out = run([TRAIN, "--config", guide, "--print-config"])
-check(rc == 2 and "parallel.recompute_granularity" in out and "not supported yet" in out,
-      "tessera-train rejects selective recompute as not supported yet (exit 2)|| " + out.strip()[-200:])
+check(rc == 0, "tessera-train accepts guide.toml (selective recompute, TP2 + SP, PP2)|| " + out.strip()[-300:])
 rc, out = run([MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", TRAIN, "--config", guide,
-               "--set", "parallel.recompute_granularity=none", "--set", "training.device=cpu",
-               "--set", "training.train_iters=1"])
-check(rc == 2 and "parallel.sequence_parallel = true with parallel.pipeline_model_parallel_size = 2 is not supported yet"
-      in out, "tessera-train rejects SP with PP as not supported yet (exit 2)|| " + out.strip()[-300:])
-rc, out = run([TRAIN, "--config", guide, "--print-config", "--set", "parallel.recompute_granularity=none"])
-check(rc == 0, "tessera-train accepts guide.toml with recompute none|| " + out.strip()[-300:])
-rc, out = run([MPIEXEC, "--oversubscribe", "--allow-run-as-root", "-np", "4", TRAIN, "--config", guide,
-               "--set", "parallel.recompute_granularity=none", "--set", "parallel.sequence_parallel=false",
                "--set", "training.device=cpu",
                "--set", "training.train_iters=1", "--set", "training.eval_interval=0", "--set", "optimizer.lr_warmup_iters=0",
                "--set", "checkpoint.save=" + ckpt])
-check(rc == 0 and "iteration 1/1" in out, "mpirun -np 4 trains guide.toml (TP2 PP2 distopt bf16) 1 iteration|| "
-      + out.strip()[-400:])
+check(rc == 0 and "iteration 1/1" in out, "mpirun -np 4 trains guide.toml (TP2 SP PP2 selective distopt bf16) 1 "
+      "iteration|| " + out.strip()[-400:])
 
 # The non-interactive form gives the same file.
 same = os.path.join(WORK, "guide-defaults.toml")

@@ -42,6 +42,9 @@ int run_train_bench(const TrainBenchOptions& options) {
                                                : (device.is_cuda() ? 989.0 : 0.0))
        << " TFLOP/s per device\", \"peak_device_memory_mib\": " << static_cast<double>(s.peak_device_bytes) / (1 << 20)
        << ", \"peak_activation_memory_mib\": " << static_cast<double>(s.peak_activation_bytes) / (1 << 20)
+       << ", \"recompute\": \"" << p.recompute_granularity
+       << (p.recompute_granularity == "full" ? " " + p.recompute_method + " " + std::to_string(p.recompute_num_layers) : "")
+       << "\", \"memory_estimate\": " << train::memory_report_json(trainer.setup().memory)
        << ", \"final_lm_loss\": " << (s.lm_loss.empty() ? 0.0 : s.lm_loss.back()) << "}";
   if (log::is_output_rank()) std::cout << json.str() << std::endl;
   return 0;

@@ -58,20 +58,8 @@ std::string check_file(const std::string& path) {
   return "";
 }
 
-namespace {
-// Combinations of supported values that the trainer does not run yet (parallel/tp_group.cpp).
-bool sequence_parallel_with_pipeline(const Session& s) {
-  return s.boolean("parallel.sequence_parallel") && s.integer("parallel.pipeline_model_parallel_size") > 1;
-}
-}  // namespace
-
 std::vector<std::string> unsupported_notes(const Session& s) {
   std::vector<std::string> notes;
-  if (sequence_parallel_with_pipeline(s))
-    notes.push_back("parallel.sequence_parallel = true with parallel.pipeline_model_parallel_size = " +
-                    std::to_string(s.integer("parallel.pipeline_model_parallel_size")) +
-                    " is not supported yet (pipeline messages would carry seq_length / TP tokens); tessera-train "
-                    "rejects this config until then");
   for (const auto& spec : train::config_schema()) {
     std::string key = std::string(spec.section) + "." + std::string(spec.key);
     if (train::is_supported(spec, s.values.at(key)) || spec.unsupported_reason.empty()) continue;
@@ -88,7 +76,6 @@ void check_whole(const Session& s, const std::string& file) {
     if (!train::is_supported(spec, s.values.at(key)))
       defaults_for_unsupported.push_back(key + "=" + train::format_value(spec.default_value));
   }
-  if (sequence_parallel_with_pipeline(s)) defaults_for_unsupported.push_back("parallel.sequence_parallel=false");
   train::Config config = train::load_config(file, defaults_for_unsupported);
   train::validate_for_world(config, static_cast<int>(s.world_size()));
   const auto& p = config.parallel;

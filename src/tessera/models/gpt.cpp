@@ -93,6 +93,17 @@ GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dt
     }
   }
   store_.allocate(dtype, device);
+  layer_stack_ = std::make_unique<nn::LayerStack>(nn::RecomputeConfig{}, device);
+}
+
+void GPTModel::set_recompute(const nn::RecomputeConfig& config) {
+  for (size_t c = 0; c < chunks_.size(); ++c)
+    nn::check_recompute_layers(config, chunks_[c].layout.num_layers,
+                               "model chunk " + std::to_string(c) + " (layers " +
+                                   std::to_string(chunks_[c].layout.first_layer) + " to " +
+                                   std::to_string(chunks_[c].layout.first_layer + chunks_[c].layout.num_layers - 1) +
+                                   ")");
+  layer_stack_ = std::make_unique<nn::LayerStack>(config, store_.device());
 }
 
 void GPTModel::set_loss(std::shared_ptr<const TokenLoss> loss) {
@@ -187,9 +198,7 @@ Tensor GPTModel::forward_chunk(int c, Arena& arena, const GPTInputs& in, const T
     x = input;
   }
   acts.input = input;
-  acts.layers.resize(chunk.layers.size());
-  for (size_t i = 0; i < chunk.layers.size(); ++i)
-    x = chunk.layers[i].forward(arena, x, in.seq, in.batch, key_padding_mask, dropout, acts.layers[i]);
+  x = layer_stack_->forward(chunk.layers, arena, x, in.seq, in.batch, key_padding_mask, dropout, acts.layers);
   if (!chunk.layout.has_head) return x;
   Tensor normed = final_layernorm_->forward(arena, x, acts.final_ln);
   // The output layer is column-parallel over the vocabulary, its output not gathered.
@@ -235,10 +244,9 @@ Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const 
     // The head's own parameters are final (a tied output weight is the embedding's, final later).
     if (grads_final) grads_final(head_params_.first, head_params_.second);
   }
-  for (size_t i = chunk.layers.size(); i-- > 0;) {
-    dx = chunk.layers[i].backward(arena, dx, in.seq, in.batch, dropout, acts.layers[i]);
+  dx = layer_stack_->backward(chunk.layers, arena, dx, in.seq, in.batch, dropout, acts.layers, [&](size_t i) {
     if (grads_final) grads_final(chunk.layer_params[i].first, chunk.layer_params[i].second);
-  }
+  });
   if (!chunk.layout.has_embedding) return dx;
   embedding_->backward(arena, dx, in.ids, in.positions, dropout);
   if (grads_final) grads_final(embedding_params_.first, embedding_params_.second);

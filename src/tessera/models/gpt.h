@@ -14,6 +14,7 @@
 
 #include "tessera/nn/gpt_embedding.h"
 #include "tessera/nn/layernorm.h"
+#include "tessera/nn/recompute.h"
 #include "tessera/nn/transformer_layer.h"
 #include "tessera/models/stage_model.h"
 #include "tessera/models/transformer_config.h"
@@ -36,7 +37,7 @@ struct GPTInputs : MicroBatchInputs {
 // What a chunk's forward saves for its backward (opaque to schedules).
 struct GPTChunkActivations : ChunkActivations {
   Tensor input;  // the hidden state the chunk received (undefined on the embedding chunk)
-  std::vector<nn::TransformerLayer::Saved> layers;
+  nn::LayerStackSaved layers;  // the chunk's transformer layers (nn/recompute.h)
   nn::LayerNorm::Saved final_ln;
   Tensor final_hidden;  // the output layer's input (all-gathered to every token under SP)
   Tensor logits, log_sum_exp;  // logits: this rank's vocabulary columns [s*b, V'/tp]
@@ -68,6 +69,13 @@ class GPTModel : public StageModel {
   void set_loss(std::shared_ptr<const TokenLoss> loss) override;
   const TokenLoss& loss() const override { return *loss_; }
   int num_chunks() const override { return static_cast<int>(chunks_.size()); }
+  // Activation recomputation of every chunk's layers (default: none); ConfigError naming
+  // parallel.recompute_num_layers when a full recomputation asks for more layers than a chunk holds.
+  void set_recompute(const nn::RecomputeConfig& config);
+  const nn::LayerStack& layer_stack() const { return *layer_stack_; }
+  // gpt_memory.cpp: the bytes each allocation of forward_chunk makes, summed per layer.
+  ActivationMemory activation_memory(int64_t seq, int64_t batch) const override;
+  size_t scratch_peak_bytes() const override { return layer_stack_->scratch_peak_bytes(); }
   const GPTChunkLayout& chunk_layout(int chunk) const override { return chunks_.at(chunk).layout; }
 
   // StageModel: one hidden state [s*b, h] ([s*b/tp, h] under sequence parallelism) between stages.
@@ -145,6 +153,7 @@ class GPTModel : public StageModel {
   // last stage without the embedding, output_layer.weight).
   std::pair<int, int> embedding_params_{0, 0}, head_params_{0, 0};
   std::vector<Chunk> chunks_;
+  std::unique_ptr<nn::LayerStack> layer_stack_;  // runs each chunk's layers (recomputation, scratch arenas)
 };
 
 }  // namespace tessera::models

@@ -10,7 +10,9 @@ namespace tessera::models {
 namespace {
 std::unique_ptr<StageModel> build_gpt(const ModelBuildArgs& a) {
   check_tensor_parallel_split(*a.config, a.tp, a.pipeline_size);
-  return std::make_unique<GPTModel>(*a.config, a.vocab_size, a.dtype, a.device, a.chunks, a.tp);
+  auto model = std::make_unique<GPTModel>(*a.config, a.vocab_size, a.dtype, a.device, a.chunks, a.tp);
+  model->set_recompute(a.recompute);
+  return model;
 }
 
 const std::vector<ModelFamily>& families() {
@@ -46,13 +48,10 @@ void check_tensor_parallel_split(const TransformerConfig& m, const parallel::Ten
   check_divisible(m.num_query_groups > 0 ? m.num_query_groups : m.num_attention_heads, "model.num_query_groups",
                   tp.size);
   check_divisible(m.ffn_hidden_size > 0 ? m.ffn_hidden_size : 4 * m.hidden_size, "model.ffn_hidden_size", tp.size);
-  if (tp.sequence_parallel) {
-    check_divisible(m.seq_length, "model.seq_length (with parallel.sequence_parallel)", tp.size);
-    if (pipeline_size > 1)
-      TESSERA_CONFIG_FAIL("parallel.sequence_parallel = true with parallel.pipeline_model_parallel_size = ",
-                          pipeline_size, " is not supported yet (pipeline messages would carry seq_length / TP "
-                          "tokens); set sequence_parallel = false or pipeline_model_parallel_size = 1");
-  }
+  // Under sequence parallelism with pipeline parallelism, the hidden states sent between stages are
+  // this rank's seq_length * micro_batch_size / TP tokens (GPTModel::stage_shapes).
+  (void)pipeline_size;
+  if (tp.sequence_parallel) check_divisible(m.seq_length, "model.seq_length (with parallel.sequence_parallel)", tp.size);
 }
 
 double flops_per_token(const TransformerConfig& m, int64_t counted_parameters) {

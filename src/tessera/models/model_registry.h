@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/models/stage_model.h"
+#include "tessera/nn/recompute.h"
 #include "tessera/models/transformer_config.h"
 #include "tessera/tensor_parallel/tp_group.h"
 
@@ -22,6 +23,7 @@ struct ModelBuildArgs {
   std::vector<ChunkLayout> chunks{ChunkLayout{}};  // this rank's chunks (pipeline_chunk_layouts)
   parallel::TensorParallel tp;
   int pipeline_size = 1;
+  nn::RecomputeConfig recompute;  // activation recomputation of the transformer layers
 };
 
 struct ModelFamily {
@@ -35,7 +37,7 @@ std::vector<std::string> registered_architectures();
 
 // Checks (ConfigError naming the keys) that a transformer splits over tensor parallelism: heads,
 // query groups and ffn_hidden_size divisible by TP; with sequence parallelism, seq_length
-// divisible by TP and no pipeline parallelism.
+// divisible by TP (any pipeline size: stages exchange the sequence-parallel shards).
 void check_tensor_parallel_split(const TransformerConfig& config, const parallel::TensorParallel& tp,
                                  int pipeline_size);
 

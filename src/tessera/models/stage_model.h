@@ -53,6 +53,19 @@ struct MicroBatch {
   Tensor tokens, loss_mask, position_ids;
 };
 
+// A family's estimate of the activation memory of one micro-batch on this rank (bytes), for the
+// memory report printed at start (train/memory_report.h). Zero: the family gives none.
+struct ActivationMemory {
+  int64_t layers = 0;                  // transformer layers on this rank (all chunks)
+  int64_t per_layer_none = 0;          // what one layer's forward keeps without recomputation
+  int64_t per_layer_selective = 0;     // ... with selective recomputation
+  int64_t per_layer_full = 0;          // ... in a fully recomputed run (its input only, per layer of a 1-layer run)
+  int64_t kept_per_micro_batch = 0;    // everything a micro-batch's forward keeps on this rank, this run's recomputation
+  int64_t kept_per_micro_batch_none = 0;  // the same without recomputation
+  int64_t embedding_and_head = 0;      // of kept_per_micro_batch: embedding output, final norm, logits, losses
+  int64_t workspace = 0;               // transient: a recomputed run's forward again + its backward, dlogits
+};
+
 // The tensors passed between stages, in stage_shapes() order (gradients in the same order).
 using StageTensors = std::vector<Tensor>;
 
@@ -81,6 +94,10 @@ class StageModel {
   // The loss the head computes from the per-token cross entropy (default: LmLoss).
   virtual void set_loss(std::shared_ptr<const TokenLoss> loss) = 0;
   virtual const TokenLoss& loss() const = 0;
+  // Estimated activation memory of one micro-batch (see ActivationMemory); default: none given.
+  virtual ActivationMemory activation_memory(int64_t /*seq*/, int64_t /*batch*/) const { return {}; }
+  // Bytes held by the model's own scratch arenas so far (recomputation), beside the caller's arenas.
+  virtual size_t scratch_peak_bytes() const { return 0; }
 
   virtual std::unique_ptr<MicroBatchInputs> prepare_micro_batch(Arena& arena, const MicroBatch& batch) const = 0;
   virtual std::unique_ptr<ChunkActivations> make_activations() const = 0;

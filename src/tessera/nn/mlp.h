@@ -14,7 +14,9 @@ class MLP {
   };
   MLP(ParameterStore& store, const std::string& name, int64_t hidden, int64_t ffn_hidden, double init_std,
       double output_init_std, const parallel::TensorParallel& tp = {});
-  Tensor forward(Arena& arena, const Tensor& in, Saved& saved) const;
+  // discard (selective recomputation): the GeLU output goes there and is not kept (saved.activation
+  // undefined); backward computes it again from saved.fc1.
+  Tensor forward(Arena& arena, const Tensor& in, Saved& saved, Arena* discard = nullptr) const;
   Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
 
  private:

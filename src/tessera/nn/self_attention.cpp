@@ -42,7 +42,8 @@ RandomStream SelfAttention::dropout_stream(const DropoutContext& dropout) const 
 }
 
 Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch,
-                              const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved) const {
+                              const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved,
+                              Arena* discard) const {
   auto p = params(dropout);
   saved.qkv = qkv_.forward(arena, in, saved.in);
   const Tensor qkv = saved.qkv.view({seq, batch, saved.qkv.dim(1)});
@@ -54,11 +55,22 @@ Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64
     ops::flash_attention_forward(qkv, key_padding_mask, p, saved.context, saved.lse);
   } else {
     saved.lse = Tensor();
-    saved.key_padding_mask = Tensor();
-    saved.probs = arena.allocate(in.dtype(), {batch, p.num_heads, seq, seq});
-    ops::attention_forward(qkv, key_padding_mask, p, dropout_stream(dropout), saved.context, saved.probs);
+    saved.key_padding_mask = discard ? key_padding_mask : Tensor();
+    Tensor probs = (discard ? *discard : arena).allocate(in.dtype(), {batch, p.num_heads, seq, seq});
+    ops::attention_forward(qkv, key_padding_mask, p, dropout_stream(dropout), saved.context, probs);
+    saved.probs = discard ? Tensor() : probs;
   }
   return proj_.forward(arena, saved.context.view({seq * batch, p.num_heads * p.head_dim}));
+}
+
+Tensor SelfAttention::recompute_probs(Arena& arena, int64_t seq, int64_t batch, const DropoutContext& dropout,
+                                      const Saved& saved) const {
+  auto p = params(dropout);
+  Tensor probs = arena.allocate(saved.qkv.dtype(), {batch, p.num_heads, seq, seq});
+  Tensor context = arena.allocate(saved.qkv.dtype(), saved.context.shape());  // equal to saved.context
+  ops::attention_forward(saved.qkv.view({seq, batch, saved.qkv.dim(1)}), saved.key_padding_mask, p,
+                         dropout_stream(dropout), context, probs);
+  return probs;
 }
 
 Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch,
@@ -74,7 +86,8 @@ Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, in
                                   saved.key_padding_mask, p, dqkv);
   else
     ops::attention_backward(dcontext.view({seq, batch, local_hidden}), saved.qkv.view({seq, batch, saved.qkv.dim(1)}),
-                            saved.probs, p, dropout_stream(dropout), dqkv);
+                            saved.probs.data() ? saved.probs : recompute_probs(arena, seq, batch, dropout, saved), p,
+                            dropout_stream(dropout), dqkv);
   return qkv_.backward(arena, dqkv.view({seq * batch, saved.qkv.dim(1)}), saved.in);
 }
 

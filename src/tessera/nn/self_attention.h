@@ -36,8 +36,10 @@ class SelfAttention {
   SelfAttention(ParameterStore& store, const std::string& name, const AttentionShape& shape, double init_std,
                 double output_init_std, const parallel::TensorParallel& tp = {});
   // in: [s*b, h] ([s*b/tp, h] under sequence parallelism, as the output); key_padding_mask: u8 [b, s] or undefined.
+  // discard (selective recomputation): the unfused path's probs go there and are not kept (saved.probs
+  // undefined, saved.key_padding_mask set); backward recomputes them with the same dropout masks.
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
-                 const DropoutContext& dropout, Saved& saved) const;
+                 const DropoutContext& dropout, Saved& saved, Arena* discard = nullptr) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved) const;
   // Generation (no dropout, no saved activations): in [t*b, h] for t new tokens per sequence at
@@ -50,6 +52,9 @@ class SelfAttention {
  private:
   ops::AttentionParams params(const DropoutContext& dropout) const;
   RandomStream dropout_stream(const DropoutContext& dropout) const;
+  // The probs a forward with `discard` did not keep: its softmax and dropout again.
+  Tensor recompute_probs(Arena& arena, int64_t seq, int64_t batch, const DropoutContext& dropout,
+                         const Saved& saved) const;
   std::string name_;
   AttentionShape shape_;
   parallel::TensorParallel tp_;

@@ -27,8 +27,10 @@ class TransformerLayer {
   };
   TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape,
                    const parallel::TensorParallel& tp = {});
+  // discard (selective recomputation, nn/recompute.h): where the activations the layer does not
+  // keep go (the core attention's probabilities, the GeLU output); its backward recomputes them.
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
-                 const DropoutContext& dropout, Saved& saved) const;
+                 const DropoutContext& dropout, Saved& saved, Arena* discard = nullptr) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved) const;
   // Generation: t new tokens per sequence through the block, attention over the KV cache

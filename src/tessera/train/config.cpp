@@ -10,6 +10,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/logging.h"
 #include "tessera/train/config_validation.h"
+#include "tessera/nn/recompute.h"
 
 namespace tessera::train {
 
@@ -369,6 +370,13 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
               ", min_lr = " + format_value(o.min_lr));
   require(o.clip_grad >= 0, src, "optimizer.clip_grad must be >= 0 (0 disables clipping)");
   require(t.eval_interval >= 0 && t.eval_iters >= 0, src, "training.eval_interval and eval_iters must be >= 0");
+  try {  // the recompute keys (their fit to each pipeline stage's layers: train::recompute_config)
+    nn::check_recompute_layers(
+        nn::parse_recompute_config(p.recompute_granularity, p.recompute_method, p.recompute_num_layers), m.num_layers,
+        "the model (model.num_layers = " + std::to_string(m.num_layers) + ")");
+  } catch (const ConfigError& e) {
+    TESSERA_CONFIG_FAIL(src, e.message());
+  }
 
   // Data: mock tokens need a vocabulary size; real data needs its files.
   if (d.mock_data) {

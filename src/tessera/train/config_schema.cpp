@@ -14,7 +14,6 @@ namespace {
 using VT = ValueType;
 using S = std::string;
 constexpr std::string_view kMoe = "mixture of experts";
-constexpr std::string_view kRecompute = "activation recomputation";
 constexpr std::string_view kArch = "BERT, T5 and Llama-style model variants";
 
 // model.architecture accepts the families of the model registry (models/model_registry.cpp).
@@ -86,10 +85,14 @@ const std::vector<KeySpec>& config_schema() {
        "a collective not complete after this many minutes ends the job naming the operation (0: wait forever)"},
       {"parallel", "expert_model_parallel_size", VT::integer, int64_t{1}, "EP size", kMoe, {int64_t{1}}},
       {"parallel", "use_distributed_optimizer", VT::boolean, false, "shard optimizer state over DP (ZeRO-1)"},
-      {"parallel", "recompute_granularity", VT::string, S("none"), "none | selective | full", kRecompute, {S("none")}},
-      {"parallel", "recompute_method", VT::string, S("uniform"), "uniform | block", kRecompute, {S("uniform")}},
-      {"parallel", "recompute_num_layers", VT::integer, int64_t{1}, "layers per recomputed chunk", kRecompute,
-       {int64_t{1}}},
+      {"parallel", "recompute_granularity", VT::string, S("none"),
+       "none | selective | full (activation recomputation; docs/recompute.md)", {},
+       {S("none"), S("selective"), S("full")}},
+      {"parallel", "recompute_method", VT::string, S("uniform"),
+       "uniform | block (full: runs of recompute_num_layers layers, or the first recompute_num_layers layers of "
+       "each stage)", {}, {S("uniform"), S("block")}},
+      {"parallel", "recompute_num_layers", VT::integer, int64_t{1},
+       "full: layers per recomputed run (uniform) or recomputed layers per stage / model chunk (block)"},
       // [training]
       {"training", "micro_batch_size", VT::integer, int64_t{4}, "sequences per micro-batch"},
       {"training", "global_batch_size", VT::integer, int64_t{32},

@@ -306,7 +306,7 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
         flops_per_iteration_ / context_->grid().world_size() / summary.seconds_per_iteration / 1e12;
     if (peak > 0) summary.mfu = summary.tflops_per_device / peak;
   }
-  summary.peak_activation_bytes = arena_.peak_bytes();
+  summary.peak_activation_bytes = arena_.peak_bytes() + model_->scratch_peak_bytes();
   if (device_.is_cuda()) summary.peak_device_bytes = device_peak_allocated_bytes();
   std::ostringstream done;  // what ran and what was timed
   if (last_iteration >= first_iteration)
@@ -319,8 +319,9 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
   else
     done << ", no iteration timed (the first one a run makes is not)";
   log::info(stopped ? "training stopped early: " : "training finished: ", done.str(), ", peak activation memory ",
-            arena_.peak_bytes() / (1 << 20), " MiB",
-            device_.is_cuda() ? ", peak device memory " + std::to_string(summary.peak_device_bytes >> 20) + " MiB"
+            summary.peak_activation_bytes / (1 << 20), " MiB",
+            device_.is_cuda() ? ", peak device memory " + std::to_string(summary.peak_device_bytes >> 20) +
+                                    " MiB (estimated at start: " + std::to_string(setup_->memory.total() >> 20) + " MiB)"
                               : std::string());
   return summary;
 }

@@ -29,7 +29,7 @@ struct TrainingSummary {
   double seconds_per_iteration = 0;  // mean over the same iterations
   double tflops_per_device = 0;      // model FLOPs (6N + 12 L h s per token) / time / device
   double mfu = 0;                    // tflops_per_device / peak (0 without a peak)
-  size_t peak_activation_bytes = 0;  // the activation arena's high-water mark
+  size_t peak_activation_bytes = 0;  // the activation arena's high-water mark (+ the model's scratch arenas)
   size_t peak_device_bytes = 0;      // device memory held at once (0 on the CPU)
 };
 

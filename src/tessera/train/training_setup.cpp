@@ -25,9 +25,28 @@ void log_start(const TrainingSetup& x) {
   parallel::log_parameters_per_model_parallel_rank(*x.context, x.model->parameters());
   log::info(" > FLOPs per iteration: ", x.flops_per_iteration, " (convention: 6N + 12*L*h*s per token, ",
             "N = parameters without position embeddings)");
+  std::string recompute = p.recompute_granularity;
+  if (recompute == "full") recompute += " " + p.recompute_method + " " + std::to_string(p.recompute_num_layers);
+  log_memory_report(x.memory, recompute);
 }
 
 }  // namespace
+
+nn::RecomputeConfig recompute_config(const Config& config, int pp) {
+  const auto& p = config.parallel;
+  nn::RecomputeConfig recompute =
+      nn::parse_recompute_config(p.recompute_granularity, p.recompute_method, p.recompute_num_layers);
+  // Every stage's chunks, so that every rank rejects the same config.
+  for (int stage = 0; stage < pp; ++stage) {
+    const auto chunks = parallel::pipeline_chunk_layouts(config.model.num_layers, p, pp, stage);
+    for (size_t c = 0; c < chunks.size(); ++c)
+      nn::check_recompute_layers(recompute, chunks[c].num_layers,
+                                 "pipeline stage " + std::to_string(stage) + " model chunk " + std::to_string(c) +
+                                     " (model.num_layers = " + std::to_string(config.model.num_layers) +
+                                     ", parallel.pipeline_model_parallel_size = " + std::to_string(pp) + ")");
+  }
+  return recompute;
+}
 
 ckpt::TrainerOptimizer TrainingSetup::checkpointed_optimizer() const {
   return {adamw.get(), distributed_optimizer.get(),
@@ -59,6 +78,7 @@ std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device
   build.pipeline_size = x.context->pp_size();
   build.chunks = parallel::pipeline_chunk_layouts(x.config.model.num_layers, x.config.parallel, x.context->pp_size(),
                                                   x.context->pp_rank());
+  build.recompute = recompute_config(x.config, x.context->pp_size());
   x.model = models::model_family(x.config.model.architecture).build(build);
   x.model->set_loss(models::loss_registration(x.config.training.loss).build(x.config.training.loss_params));
   x.model->initialize(static_cast<uint64_t>(t.seed));  // bf16 / fp16: the fp32 initialisation rounded once
@@ -87,6 +107,7 @@ std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device
   double per_token = models::flops_per_token(
       x.config.model, parallel::pipeline_flops_parameter_count(x.model->parameters(), *x.context));
   x.flops_per_iteration = per_token * static_cast<double>(t.global_batch_size * s);
+  x.memory = memory_report(x);
   log_start(x);
   x.checkpoints = std::make_unique<ckpt::TrainingCheckpoints>(x.config, *x.context);
   x.resume = x.checkpoints->load(*x.model, x.checkpointed_optimizer());

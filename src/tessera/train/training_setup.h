@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "tessera/models/stage_model.h"
+#include "tessera/nn/recompute.h"
 #include "tessera/optim/adamw_optimizer.h"
 #include "tessera/optim/distributed_optimizer.h"
 #include "tessera/optim/lr_schedule.h"
@@ -13,6 +14,7 @@
 #include "tessera/train/config.h"
 #include "tessera/train/training_checkpoints.h"
 #include "tessera/train/training_data.h"
+#include "tessera/train/memory_report.h"
 
 namespace tessera::train {
 
@@ -32,6 +34,7 @@ struct TrainingSetup {
   // Checkpoint load/save/exit (training_checkpoints.h) and where training resumes.
   std::unique_ptr<ckpt::TrainingCheckpoints> checkpoints;
   ckpt::TrainingProgress resume;
+  MemoryReport memory;  // this rank's memory estimate, printed at start (memory_report.h)
 
   ckpt::TrainerOptimizer checkpointed_optimizer() const;
 };
@@ -40,5 +43,8 @@ struct TrainingSetup {
 // load), logs the arguments and the layout, and loads checkpoint.load when set. Heap-allocated:
 // the checkpoints and optimizers refer to its members.
 std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device device);
+// The run's activation recomputation (parallel.recompute_*), checked against the layers of every
+// pipeline stage's chunks (ConfigError naming the keys).
+nn::RecomputeConfig recompute_config(const Config& config, int pp);
 
 }  // namespace tessera::train

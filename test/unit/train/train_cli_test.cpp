@@ -54,6 +54,31 @@ TEST(TrainCli, ConfigErrorsExitWithTwoAndNameTheKey) {
   EXPECT_EQ(bad_option.exit_code, 2) << bad_option.output;
 }
 
+TEST(TrainCli, RecomputeConfigErrorsExitWithTwoAndNameTheKeys) {
+  const std::string small = "--set data.mock_data=true --set data.vocab_size=10 --set model.num_layers=4 "
+                            "--set model.hidden_size=16 --set model.num_attention_heads=2 --set model.seq_length=8 "
+                            "--set training.device=cpu --set training.train_iters=1 ";
+  auto granularity = run(small + "--set parallel.recompute_granularity=partial");
+  EXPECT_EQ(granularity.exit_code, 2) << granularity.output;
+  EXPECT_NE(granularity.output.find("parallel.recompute_granularity = \"partial\" is not allowed"), std::string::npos)
+      << granularity.output;
+  auto method = run(small + "--set parallel.recompute_granularity=full --set parallel.recompute_method=blocks");
+  EXPECT_EQ(method.exit_code, 2) << method.output;
+  EXPECT_NE(method.output.find("parallel.recompute_method = \"blocks\" is not allowed"), std::string::npos)
+      << method.output;
+  auto zero = run(small + "--set parallel.recompute_granularity=full --set parallel.recompute_num_layers=0");
+  EXPECT_EQ(zero.exit_code, 2) << zero.output;
+  EXPECT_NE(zero.output.find("parallel.recompute_num_layers = 0 must be at least 1"), std::string::npos) << zero.output;
+  auto too_many = run(small + "--set parallel.recompute_granularity=full --set parallel.recompute_method=block "
+                              "--set parallel.recompute_num_layers=5");
+  EXPECT_EQ(too_many.exit_code, 2) << too_many.output;
+  EXPECT_NE(too_many.output.find("parallel.recompute_num_layers = 5 is larger than the 4 layers"), std::string::npos)
+      << too_many.output;
+  auto fits = run(small + "--set parallel.recompute_granularity=full --set parallel.recompute_num_layers=4 "
+                          "--print-config");
+  EXPECT_EQ(fits.exit_code, 0) << fits.output;
+}
+
 TEST(TrainCli, ShortRunWritesMetricsRows) {
   fs::path metrics = fs::temp_directory_path() / ("tessera_cli_metrics_" + std::to_string(::getpid()) + ".jsonl");
   fs::remove(metrics);

@@ -1,0 +1,84 @@
+// GPTModel::activation_memory: the arena bytes of a GPT chunk's forward, allocation by allocation
+// (as forward_chunk, nn::TransformerLayer, SelfAttention, MLP and the TP mappings allocate them),
+// under the run's tensor / sequence parallelism and recomputation. test/unit/models/recompute_test
+// checks it against the measured arena on the CPU.
+#include <algorithm>
+
+#include "tessera/models/gpt.h"
+
+namespace tessera::models {
+
+namespace {
+constexpr int64_t kAlignment = 256;  // core/buffer.cpp's arena alignment
+int64_t aligned(int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+}  // namespace
+
+ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
+  const auto& c = config_;
+  const bool cuda = store_.device().is_cuda();
+  const int64_t d = static_cast<int64_t>(dtype_size(store_.dtype()));
+  const int64_t stat = cuda ? 4 : d;  // LayerNorm mean / rstd: f32 on a GPU
+  const int64_t t = tp_.size, R = seq * batch, Rl = tp_.local_rows(R), h = c.hidden_size;
+  const int64_t heads = c.num_attention_heads / t, groups = c.num_query_groups / t, hd = h / c.num_attention_heads;
+  const int64_t ffn = c.ffn_hidden_size / t;
+  const bool half = store_.dtype() == DType::bf16 || store_.dtype() == DType::f16;
+  const bool flash = cuda && half && (hd == 64 || hd == 128) && c.attention_dropout == 0.0;
+  auto gathered = [&] { return tp_.sequence_parallel ? aligned(R * h * d) : 0; };  // SP all-gather of a GEMM input
+  auto row_parallel_out = [&] {  // partial sums, then the TP reduction's own output
+    int64_t bytes = aligned(R * h * d);
+    if (t > 1) bytes += aligned(Rl * h * d);
+    return bytes;
+  };
+  const int64_t layernorm = aligned(Rl * h * d) + 2 * aligned(Rl * stat);
+  const int64_t probs = flash ? aligned(batch * heads * seq * 4) : aligned(batch * heads * seq * seq * d);
+  const int64_t gelu_out = aligned(R * ffn * d);
+  ActivationMemory m;
+  m.per_layer_none = layernorm + gathered() + aligned(R * (heads + 2 * groups) * hd * d) + aligned(R * heads * hd * d) +
+                     probs + row_parallel_out() + aligned(Rl * h * d) +                      // attention, residual
+                     layernorm + gathered() + aligned(R * ffn * d) + gelu_out + row_parallel_out() +
+                     aligned(Rl * h * d);                                                    // MLP, residual
+  m.per_layer_selective = m.per_layer_none - gelu_out - (flash ? 0 : probs);
+  m.per_layer_full = aligned(Rl * h * d);
+  const nn::RecomputeConfig& rc = layer_stack_->config();
+  const int64_t vocab_local = padded_vocab_ / t, loss = static_cast<int64_t>(dtype_size(loss_dtype()));
+  int64_t largest_run = 0;
+  for (const auto& chunk : chunks_) {
+    const int64_t n = chunk.layout.num_layers;
+    m.layers += n;
+    m.kept_per_micro_batch_none += n * m.per_layer_none;
+    for (const auto& run : nn::recompute_runs(rc, n)) {
+      const int64_t len = run.end - run.begin;
+      if (run.recomputed) {
+        m.kept_per_micro_batch += aligned(Rl * h * d);
+        largest_run = std::max(largest_run, len);
+      } else {
+        m.kept_per_micro_batch +=
+            len * (rc.granularity == nn::RecomputeGranularity::selective ? m.per_layer_selective : m.per_layer_none);
+      }
+    }
+    if (chunk.layout.has_embedding)  // words (and their TP reduction), positions
+      m.embedding_and_head += aligned(R * h * d) + (t > 1 ? aligned(Rl * h * d) : 0) + aligned(Rl * h * d);
+    if (chunk.layout.has_head)  // final LayerNorm, gathered hidden (SP), logits, losses, log-sum-exp
+      m.embedding_and_head += layernorm + gathered() + aligned(R * vocab_local * d) + 2 * aligned(R * loss);
+  }
+  m.kept_per_micro_batch += m.embedding_and_head;
+  m.kept_per_micro_batch_none += m.embedding_and_head;
+  // Transient, during a micro-batch's backward: the dlogits, and each layer's backward allocations
+  // (about as many bytes as its forward's): they stay in the micro-batch's arena until its backward
+  // ends for the layers LayerStack runs without scratch (none; block's other layers), while
+  // recomputation holds one run's forward again and its backward in its scratch arenas.
+  m.workspace = aligned(R * vocab_local * d);
+  if (rc.granularity == nn::RecomputeGranularity::full) m.workspace += 2 * largest_run * m.per_layer_none;
+  if (rc.granularity == nn::RecomputeGranularity::selective) m.workspace += 2 * m.per_layer_none;
+  int64_t unscratched = 0;  // layers whose backward allocates in the micro-batch's arena (the largest chunk)
+  for (const auto& chunk : chunks_) {
+    int64_t n = 0;
+    for (const auto& run : nn::recompute_runs(rc, chunk.layout.num_layers))
+      if (!run.recomputed && rc.granularity != nn::RecomputeGranularity::selective) n += run.end - run.begin;
+    unscratched = std::max(unscratched, n);
+  }
+  m.workspace += unscratched * m.per_layer_none;
+  return m;
+}
+
+}  // namespace tessera::models
