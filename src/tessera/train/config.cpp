@@ -375,7 +375,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
         nn::parse_recompute_config(p.recompute_granularity, p.recompute_method, p.recompute_num_layers), m.num_layers,
         "the model (model.num_layers = " + std::to_string(m.num_layers) + ")");
   } catch (const ConfigError& e) {
-    TESSERA_CONFIG_FAIL(src, e.message());
+    TESSERA_CONFIG_FAIL(src.of_message(e.message()), e.message());
   }
 
   // Data: mock tokens need a vocabulary size; real data needs its files.
