@@ -2,7 +2,7 @@
 # Everything the GPU acceptance needs, in one run on the GPU machine (device time is scarce): the
 # gpu-label parity tests, the loss-curve and parallel-parity scripts and the training benchmarks.
 # Usage (from a bundle made by ../shared/tools/device-bundle): gpu_check.sh BUNDLE_BIN SOURCE_DIR OUT [what...]
-# what: parity | curve | parallel | bench1 | bench2 | dp | convert (default: all but dp and convert; convert = convert_hf_check.sh; dp = the 124M DP=2 scaling pair). Results: OUT/summary.txt (exit code
+# what: parity | curve | parallel | bench1 | bench2 | dp | convert | llama (default: all but dp, convert and llama; convert = convert_hf_check.sh; dp = the 124M DP=2 scaling pair; llama = llama_gpu_check.sh). Results: OUT/summary.txt (exit code
 # and last lines of each step), OUT/log.txt (every step's whole output), OUT/bench.jsonl (benchmark JSON).
 set -uo pipefail
 bin=$1
@@ -38,7 +38,7 @@ bench() {  # name ranks args...
 }
 if [[ $what == *" parity "* ]]; then
   for t in gpu_ops_parity_test gpu_flash_attention_parity_test gpu_fused_ops_parity_test gpu_multi_tensor_parity_test \
-    gpu_gpt_training_parity_test; do
+    gpu_gpt_training_parity_test gpu_llama_ops_parity_test; do
     [ -x "$bin/$t" ] && step "$t" "$bin/$t"
   done
 fi
@@ -47,6 +47,7 @@ if [[ $what == *" parallel "* ]] && [ "$gpus" -ge 2 ]; then
   step nccl_collectives mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/gpu_nccl_collectives_test"
   step parallel_parity "$src/test/gpu/parallel_parity_test.sh" "$bin" "$src" mpirun
 fi
+[[ $what == *" llama "* ]] && step llama "$src/test/gpu/llama_gpu_check.sh" "$bin" "$src" "$out/llama"
 [[ $what == *" convert "* ]] && step convert_hf "$src/test/gpu/convert_hf_check.sh" "$bin" "$src" "$out"
 cfg=$src/share/configs/bench
 if [[ $what == *" dp "* ]] && [ "$gpus" -ge 2 ]; then

@@ -165,6 +165,8 @@ AttentionLayout attention_layout(const char* op, const Tensor& qkv, const Attent
   TESSERA_CHECK(p.dropout == 0.0 || ((p.dropout_heads == 0 || p.dropout_heads == p.num_heads) && p.dropout_first_head == 0),
                 op, ": attention dropout indexed over ", p.dropout_heads, " heads from head ", p.dropout_first_head,
                 " (tensor-parallel attention dropout) has no CUDA kernel yet; the kernels index probs' own heads");
+  TESSERA_CHECK(!p.alibi, op, ": ALiBi has no unfused CUDA attention kernel yet (the fused flash kernel has it: "
+                "bf16/f16, head_dim 64 or 128, model.attention_dropout = 0)");
   require_storage_dtype(op, qkv, "qkv");
   const int64_t width = (p.num_heads + 2 * p.num_query_groups) * p.head_dim;
   if (qkv.ndim() != 3 || qkv.dim(2) != width)
