@@ -22,6 +22,7 @@ void check_gpt2_exportable(const train::ModelConfig& m) {
   need(m.normalization == "layernorm", "normalization", m.normalization, "layernorm");
   need(m.activation == "gelu", "activation", m.activation, "gelu");
   need(!m.untie_embeddings_and_output_weights, "untie_embeddings_and_output_weights", "true", "false");
+  need(m.add_bias_linear, "add_bias_linear", "false", "true");
   need(m.num_query_groups == m.num_attention_heads, "num_query_groups", std::to_string(m.num_query_groups),
        "num_query_groups = num_attention_heads");
   need(m.num_experts == 0, "num_experts", std::to_string(m.num_experts), "0");

@@ -10,6 +10,7 @@
 #include "convert_test_support.h"
 #include "tessera/ckpt/checkpoint_reader.h"
 #include "tessera/convert/hf_export.h"
+#include "tessera/convert/hf_family.h"
 #include "tessera/convert/hf_import.h"
 #include "tessera/convert/stored_config.h"
 #include "tessera/core/buffer.h"
@@ -18,6 +19,8 @@
 
 namespace tessera {
 namespace {
+
+namespace fs = std::filesystem;
 
 fs::path llama_fixture(const char* which) {
   const fs::path dir = test::shared_dir() / "fixtures/hf/llama" / which;
