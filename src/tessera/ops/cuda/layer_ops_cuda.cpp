@@ -165,8 +165,6 @@ AttentionLayout attention_layout(const char* op, const Tensor& qkv, const Attent
   TESSERA_CHECK(p.dropout == 0.0 || ((p.dropout_heads == 0 || p.dropout_heads == p.num_heads) && p.dropout_first_head == 0),
                 op, ": attention dropout indexed over ", p.dropout_heads, " heads from head ", p.dropout_first_head,
                 " (tensor-parallel attention dropout) has no CUDA kernel yet; the kernels index probs' own heads");
-  TESSERA_CHECK(!p.alibi, op, ": ALiBi has no unfused CUDA attention kernel yet (the fused flash kernel has it: "
-                "bf16/f16, head_dim 64 or 128, model.attention_dropout = 0)");
   require_storage_dtype(op, qkv, "qkv");
   const int64_t width = (p.num_heads + 2 * p.num_query_groups) * p.head_dim;
   if (qkv.ndim() != 3 || qkv.dim(2) != width)
@@ -201,8 +199,11 @@ void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const 
     g.ab_dtype = g.c_dtype = dt;
     gemm(g, scale, at(qkv, L.q(h)), at(qkv, L.k(h)), 0.0f, at(probs, h * ss));
   }
+  const std::vector<double> alibi = attention_alibi_slopes(params);  // checks the head range
   kernels::attention_softmax_forward(dt, probs.data(), masked ? static_cast<const uint8_t*>(key_padding_mask.data()) : nullptr,
-                                     L.b, L.na, L.s, params.causal, stream());
+                                     L.b, L.na, L.s, params.causal, stream(),
+                                     alibi.empty() ? 0 : (params.alibi_heads > 0 ? params.alibi_heads : params.num_heads),
+                                     params.alibi_first_head);
   const kernels::DropoutArgs d = attention_dropout(params, dropout_stream);
   void* dropped = d.p > 0.0 ? CudaContext::get().scratch(ScratchSlot::attention_weights, L.b * ss * dtype_size(dt)) : nullptr;
   for (int64_t h = 0; h < L.na; ++h) {  // out[:, b, h] = weights v
