@@ -95,6 +95,17 @@ __device__ __forceinline__ void load_rows(T* dst, const T* base, int64_t row_str
   }
 }
 
+// ALiBi slope of global head `head` of n (ops/alibi.cpp's formula) times log2(e): the bias in the
+// kernels' log2 domain. 0 when n == 0 (no ALiBi).
+__device__ inline float alibi_slope_log2(int head, int n) {
+  if (n <= 0) return 0.0f;
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const float slope = head < p ? exp2f(-8.0f * static_cast<float>(head + 1) / static_cast<float>(p))
+                               : exp2f(-8.0f * static_cast<float>(2 * (head - p) + 1) / static_cast<float>(2 * p));
+  return slope * kLog2e;
+}
+
 // ---- forward ---------------------------------------------------------------------------------
 
 struct ForwardParams {
@@ -105,6 +116,7 @@ struct ForwardParams {
   int seq, batch, heads, groups;
   bool causal;
   float scale_log2;  // softmax_scale * log2(e)
+  int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
 };
 
 constexpr int kFwdBlockM = 64, kFwdBlockN = 64;
@@ -152,6 +164,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
   const int row_a = q0 + warp * 16 + gr, row_b = row_a + 8;
   const uint8_t* mask_row = p.mask ? p.mask + static_cast<int64_t>(bi) * seq : nullptr;
+  const float alibi = alibi_slope_log2(p.alibi_first_head + h, p.alibi_heads);
 
   for (int j = 0; j < n_tiles; ++j) {
     if (j + 1 < n_tiles) {
@@ -195,6 +208,10 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float x = sc[nt][e] * p.scale_log2;
+        if (alibi != 0.0f) {
+          const int key = k0 + nt * 8 + 2 * tq + (e & 1);
+          x -= alibi * static_cast<float>(abs((e < 2 ? row_a : row_b) - key));
+        }
         if (need_mask) {
           const int key = k0 + nt * 8 + 2 * tq + (e & 1);
           const int row = e < 2 ? row_a : row_b;
@@ -283,6 +300,7 @@ struct BackwardParams {
   int seq, batch, heads, groups;
   bool causal;
   float scale, scale_log2;
+  int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
 };
 
 constexpr int kBwdBlockN = 64;  // keys per block (16 per warp)
@@ -419,6 +437,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
     const T* do_tile = sdO + stage * BQ * LD;
     const float* lse_tile = sLse + stage * BQ;
     const float* d_tile = sD + stage * BQ;
+    const float alibi = alibi_slope_log2(p.alibi_first_head + h, p.alibi_heads);
 
     // S^T = K Q^T and dP^T = V dO^T (16 keys x BQ queries per warp)
     float sc[BQ / 8][4], dp[BQ / 8][4];
@@ -454,7 +473,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
         const int ql = nt * 8 + 2 * tq + (e & 1);
         const int key = e < 2 ? key_a : key_b;
         const bool ok = (e < 2 ? key_ok_a : key_ok_b) && !(p.causal && key > q0 + ql);
-        const float prob = ok ? fast_exp2(sc[nt][e] * p.scale_log2 - lse_tile[ql]) : 0.0f;
+        const float bias = alibi * static_cast<float>(abs(q0 + ql - key));
+        const float prob = ok ? fast_exp2(sc[nt][e] * p.scale_log2 - bias - lse_tile[ql]) : 0.0f;
         sc[nt][e] = prob;
         dp[nt][e] = prob * (dp[nt][e] - d_tile[ql]) * p.scale;
       }
@@ -557,6 +577,7 @@ void launch_forward(const void* qkv, const uint8_t* mask, const FlashAttentionAr
   p.heads = static_cast<int>(a.num_heads), p.groups = static_cast<int>(a.num_query_groups);
   p.causal = a.causal;
   p.scale_log2 = a.softmax_scale * kLog2e;
+  p.alibi_heads = static_cast<int>(a.alibi_heads), p.alibi_first_head = static_cast<int>(a.alibi_first_head);
   const dim3 grid(static_cast<unsigned>((a.seq + kFwdBlockM - 1) / kFwdBlockM), static_cast<unsigned>(a.num_heads),
                   static_cast<unsigned>(a.batch));
   flash_forward_kernel<T, HN><<<grid, kThreads, smem, stream>>>(p);
@@ -588,6 +609,7 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
   p.causal = a.causal;
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * kLog2e;
+  p.alibi_heads = static_cast<int>(a.alibi_heads), p.alibi_first_head = static_cast<int>(a.alibi_first_head);
   const dim3 grid(static_cast<unsigned>((a.seq + kBwdBlockN - 1) / kBwdBlockN),
                   static_cast<unsigned>(a.num_query_groups), static_cast<unsigned>(a.batch));
   flash_backward_kernel<T, HN><<<grid, kThreads, smem, stream>>>(p);

@@ -16,6 +16,9 @@ struct FlashAttentionArgs {
   int64_t seq = 0, batch = 0, num_heads = 0, num_query_groups = 0, head_dim = 0;
   bool causal = true;
   float softmax_scale = 1.0f;  // 1 / sqrt(head_dim)
+  // ALiBi (ops/alibi.h): alibi_heads > 0 adds -slope_h |i - j| to the scaled scores, head h being
+  // global head alibi_first_head + h of alibi_heads (slopes computed in the kernel; no bias tensor).
+  int64_t alibi_heads = 0, alibi_first_head = 0;
 };
 
 // True for the storage dtypes and head dims the kernels are built for (bf16/f16; 64, 128).

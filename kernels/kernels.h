@@ -19,6 +19,9 @@ struct DropoutArgs {
 void gelu_forward(DType t, const void* in, const void* bias, int64_t n, int64_t cols, void* out, cudaStream_t s);
 // bias (nullable, [cols]) is added before the GeLU: the fused bias+GeLU of Megatron.
 void gelu_backward(DType t, const void* dout, const void* in, int64_t n, void* din, cudaStream_t s);
+// --- swiglu.cu: out[j] = silu(in[2j]) * in[2j+1] over count units; din pairs (dgate, dup).
+void swiglu_forward(DType t, const void* in, int64_t count, void* out, cudaStream_t s);
+void swiglu_backward(DType t, const void* dout, const void* in, int64_t count, void* din, cudaStream_t s);
 void dropout_apply(DType t, const void* in, int64_t n, const DropoutArgs& d, void* out, cudaStream_t s);
 void add(DType t, const void* a, const void* b, int64_t n, void* out, cudaStream_t s);
 void scale(DType t, void* dst, int64_t n, double factor, cudaStream_t s);
@@ -48,8 +51,10 @@ void layernorm_backward(DType t, const void* dout, const void* in, const void* w
                         float* scratch, cudaStream_t s);
 
 // --- softmax.cu: attention softmax on scores [batch, heads, seq, seq] in place (scores already scaled).
+// alibi_heads > 0: ALiBi first (score -= slope |i - j|, head h being global head alibi_first_head + h).
 void attention_softmax_forward(DType t, void* scores_to_probs, const uint8_t* key_padding_mask, int64_t batch,
-                               int64_t heads, int64_t seq, bool causal, cudaStream_t s);
+                               int64_t heads, int64_t seq, bool causal, cudaStream_t s, int64_t alibi_heads = 0,
+                               int64_t alibi_first_head = 0);
 // For one head: dweights [batch, seq, seq] (scratch, contiguous) becomes dscores in place, given probs
 // [batch, heads, seq, seq] of that head; attention dropout redrawn with index = flat probs index.
 void attention_softmax_backward(DType t, void* dweights_to_dscores, const void* probs, int64_t batch, int64_t heads,
@@ -107,9 +112,12 @@ void rmsnorm_backward(DType t, const void* dout, const void* in, const void* wei
 struct RopeArgs {
   int64_t seq = 0, batch = 0, row_width = 0;
   int64_t offset = 0, heads = 0, head_dim = 0, groups = 1, group_stride = 0;
+  int64_t rotary_dim = 0;    // rotated leading dims of each head vector (even, <= head_dim)
+  bool interleaved = false;  // pairs (2i, 2i+1) instead of (i, i + rotary_dim/2)
   double theta = 10000.0;
   const int32_t* positions = nullptr;  // null: position = sequence index
   bool positions_per_batch = false;    // positions [batch, seq] instead of [seq]
+  bool positions_per_row = false;      // positions [seq * batch], one per row
 };
 void rope_apply(DType t, void* rows, const RopeArgs& a, bool inverse, cudaStream_t s);
 

@@ -16,9 +16,19 @@ unsigned warp_row_blocks(int64_t rows) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 132 * 64)));
 }
 
+// ALiBi slope of global head `head` of n (ops/alibi.cpp's formula; flash_attention.cu has the same in
+// its log2 domain); 0 when n == 0 (no ALiBi).
+__device__ inline float alibi_slope(int64_t head, int64_t n) {
+  if (n <= 0) return 0.0f;
+  int64_t p = 1;
+  while (p * 2 <= n) p *= 2;
+  return head < p ? exp2f(-8.0f * static_cast<float>(head + 1) / static_cast<float>(p))
+                  : exp2f(-8.0f * static_cast<float>(2 * (head - p) + 1) / static_cast<float>(2 * p));
+}
+
 template <typename T>
 __global__ void softmax_forward_kernel(T* scores, const uint8_t* key_mask, int64_t heads, int64_t seq, int64_t rows,
-                                       bool causal) {
+                                       bool causal, int64_t alibi_heads, int64_t alibi_first_head) {
   const int lane = threadIdx.x & 31;
   for (int64_t r = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5); r < rows;
        r += int64_t(gridDim.x) * kWarpsPerBlock) {
@@ -26,6 +36,11 @@ __global__ void softmax_forward_kernel(T* scores, const uint8_t* key_mask, int64
     T* row = scores + r * seq;
     const uint8_t* mask = key_mask ? key_mask + b * seq : nullptr;
     const int64_t key_end = causal ? i + 1 : seq;
+    const float slope = alibi_slope(alibi_first_head + (r / seq) % heads, alibi_heads);
+    if (slope != 0.0f)  // ALiBi: scores -= slope |i - j| (in place, before the max)
+      for (int64_t j = lane; j < key_end; j += 32)
+        store_f(row + j, load_f(row + j) - slope * static_cast<float>(i > j ? i - j : j - i));
+    __syncwarp();
     float row_max = -INFINITY;
     for (int64_t j = lane; j < key_end; j += 32)
       if (!mask || mask[j]) row_max = fmaxf(row_max, load_f(row + j));
@@ -87,11 +102,12 @@ __global__ void softmax_backward_kernel(T* grad, const T* probs, int64_t heads, 
 }  // namespace
 
 void attention_softmax_forward(DType t, void* scores_to_probs, const uint8_t* key_padding_mask, int64_t batch,
-                               int64_t heads, int64_t seq, bool causal, cudaStream_t s) {
+                               int64_t heads, int64_t seq, bool causal, cudaStream_t s, int64_t alibi_heads,
+                               int64_t alibi_first_head) {
   const int64_t rows = batch * heads * seq;
   if (rows == 0) return;
   TESSERA_DEVICE_FLOAT_SWITCH(t, T, softmax_forward_kernel<T><<<warp_row_blocks(rows), 32 * kWarpsPerBlock, 0, s>>>(
-      static_cast<T*>(scores_to_probs), key_padding_mask, heads, seq, rows, causal));
+      static_cast<T*>(scores_to_probs), key_padding_mask, heads, seq, rows, causal, alibi_heads, alibi_first_head));
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -1,7 +1,9 @@
 // Fused attention parity and speed (label gpu): CUDA bf16/f16 flash forward (out, lse) and backward
 // (dq, dk, dv) against the CPU f32 reference on the same rounded inputs over a grid of head dims,
 // lengths, batches, GQA shapes, causal/bidirectional and key padding (with rows that see no key),
-// with guard bytes around every device output; then timings of fused vs unfused attention on the
+// with guard bytes around every device output, each case three ways: plain, with ALiBi (the slopes of
+// heads [na, 2 na) of 2 na, as a tensor-parallel rank holds them) and on RoPE'd inputs (q and k
+// rotated by the CPU RoPE with per-row positions, then rounded); then timings of fused vs unfused attention on the
 // GPT-2 124M and 1.5B shapes. Exits 77 (skipped) without a visible GPU.
 #include <cuda_runtime.h>
 
@@ -22,6 +24,7 @@
 #include "tessera/ops/cuda/cuda_context.h"
 #include "tessera/ops/cuda/ops_cuda.h"
 #include "tessera/ops/flash_attention.h"
+#include "tessera/ops/rope.h"
 
 using namespace tessera;
 
@@ -74,7 +77,8 @@ std::map<std::string, Result> results;  // "what dtype hn" -> worst normalised e
 // because where every query sees a single key (s = 1) their true value is exactly 0 (a one-element
 // softmax has no gradient) and both sides hold only rounding noise of dP - D.
 template <typename Pick>
-double compare(const std::string& what, DType t, int64_t hn, const std::string& config, const std::vector<float>& gpu,
+double compare(const std::string& what, DType t, int64_t hn, const std::string& variant, const std::string& config,
+               const std::vector<float>& gpu,
                const std::vector<float>& ref, Pick pick, double floor = 0.0) {
   double max_ref = 0.0, max_err = 0.0;
   int special_mismatch = 0;
@@ -92,7 +96,7 @@ double compare(const std::string& what, DType t, int64_t hn, const std::string& 
   const double denominator = std::max(max_ref, floor);
   const double err = denominator > 0 ? max_err / denominator : max_err;  // all-zero reference: absolute error
   const double tol = tolerance(what, t);
-  const std::string key = what + " " + std::string(dtype_name(t)) + " hn" + std::to_string(hn);
+  const std::string key = what + " " + std::string(dtype_name(t)) + " hn" + std::to_string(hn) + " " + variant;
   Result& r = results[key];
   r.cases++;
   r.worst = std::max(r.worst, err);
@@ -106,10 +110,14 @@ double compare(const std::string& what, DType t, int64_t hn, const std::string& 
   return err;
 }
 
+enum class Variant { plain, alibi, rope };
+const char* variant_name(Variant v) { return v == Variant::alibi ? "alibi" : v == Variant::rope ? "rope" : "plain"; }
+
 struct Config {
   DType t;
   int64_t hn, s, b, na, ng;
   bool causal, padding;
+  Variant variant = Variant::plain;
 };
 
 // Key padding: keys j with (7 j + bi) % 5 == 0 are masked; batch element 1 (or, with b = 1, key 0 of
@@ -129,7 +137,8 @@ std::vector<uint8_t> make_mask(const Config& c) {
 void run_config(const Config& c, std::FILE* log) {
   const int64_t width = (c.na + 2 * c.ng) * c.hn, out_cols = c.na * c.hn;
   char name[160];
-  std::snprintf(name, sizeof(name), "%s hn=%lld s=%lld b=%lld na=%lld ng=%lld %s %s", std::string(dtype_name(c.t)).c_str(),
+  std::snprintf(name, sizeof(name), "%s %s hn=%lld s=%lld b=%lld na=%lld ng=%lld %s %s", variant_name(c.variant),
+                std::string(dtype_name(c.t)).c_str(),
                 static_cast<long long>(c.hn), static_cast<long long>(c.s), static_cast<long long>(c.b),
                 static_cast<long long>(c.na), static_cast<long long>(c.ng), c.causal ? "causal" : "full",
                 c.padding ? "padded" : "unpadded");
@@ -137,6 +146,17 @@ void run_config(const Config& c, std::FILE* log) {
   std::vector<uint8_t> mask = make_mask(c);
   ops::AttentionParams p;
   p.num_heads = c.na, p.num_query_groups = c.ng, p.head_dim = c.hn, p.causal = c.causal;
+  if (c.variant == Variant::alibi) p.alibi = true, p.alibi_heads = 2 * c.na, p.alibi_first_head = c.na;
+  if (c.variant == Variant::rope) {  // RoPE'd inputs: q and k rotated (per-row positions), then rounded
+    const int64_t hpg = c.na / c.ng, stride = (hpg + 2) * c.hn;
+    std::vector<int32_t> positions(static_cast<size_t>(c.s * c.b));
+    for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int32_t>(i / c.b + 3 * (i % c.b));
+    const ops::RopeHeads q{0, hpg, c.hn, c.ng, stride}, k{hpg * c.hn, 1, c.hn, c.ng, stride};
+    const Tensor rows(qkv.data(), DType::f32, {c.s, c.b, width}), pos(positions.data(), DType::i32, {c.s * c.b});
+    ops::rope_forward_rows(rows, q, pos, 10000.0);
+    ops::rope_forward_rows(rows, k, pos, 10000.0);
+    for (float& x : qkv) x = round_to(x, c.t);
+  }
 
   // GPU
   auto d_qkv = upload(qkv, c.t, {c.s, c.b, width});
@@ -173,16 +193,16 @@ void run_config(const Config& c, std::FILE* log) {
     return within < hpg ? 0 : within == hpg ? 1 : 2;
   };
   auto all = [](size_t) { return true; };
-  const double e_out = compare("out", c.t, c.hn, name, g_out, r_out, all);
-  const double e_lse = compare("lse", c.t, c.hn, name, g_lse, r_lse, all);
+  const double e_out = compare("out", c.t, c.hn, variant_name(c.variant), name, g_out, r_out, all);
+  const double e_lse = compare("lse", c.t, c.hn, variant_name(c.variant), name, g_lse, r_lse, all);
   double max_dqkv = 0.0;
   for (float x : r_dqkv) max_dqkv = std::max(max_dqkv, std::fabs(double(x)));
   const double floor = 0.05 * max_dqkv;
   const double e_dq =
-      compare("dq", c.t, c.hn, name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 0; }, floor);
+      compare("dq", c.t, c.hn, variant_name(c.variant), name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 0; }, floor);
   const double e_dk =
-      compare("dk", c.t, c.hn, name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 1; }, floor);
-  const double e_dv = compare("dv", c.t, c.hn, name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 2; });
+      compare("dk", c.t, c.hn, variant_name(c.variant), name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 1; }, floor);
+  const double e_dv = compare("dv", c.t, c.hn, variant_name(c.variant), name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 2; });
   std::fprintf(log, "%-58s out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n", name, e_out, e_lse, e_dq, e_dk, e_dv);
 }
 
@@ -282,17 +302,19 @@ int main(int argc, char** argv) {
             if (!quick || s <= 257)
             for (const auto& h : heads)
               for (bool causal : {true, false})
-                for (bool padding : {false, true}) run_config({t, hn, s, b, h[0], h[1], causal, padding}, log);
+                for (bool padding : {false, true})
+                  for (Variant v : {Variant::plain, Variant::alibi, Variant::rope})
+                    run_config({t, hn, s, b, h[0], h[1], causal, padding, v}, log);
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());
     return 1;
   }
   if (log != stdout) std::fclose(log);
-  std::printf("\n%-24s %6s %12s %10s  %s\n", "what dtype hn", "cases", "max_norm_err", "tolerance", "result");
+  std::printf("\n%-30s %6s %12s %10s  %s\n", "what dtype hn variant", "cases", "max_norm_err", "tolerance", "result");
   for (const auto& [key, r] : results) {
     const std::string what = key.substr(0, key.find(' '));
     const DType t = key.find("bf16") != std::string::npos ? DType::bf16 : DType::f16;
-    std::printf("%-24s %6d %12.3e %10.1e  %s\n", key.c_str(), r.cases, r.worst, tolerance(what, t),
+    std::printf("%-30s %6d %12.3e %10.1e  %s\n", key.c_str(), r.cases, r.worst, tolerance(what, t),
                 r.ok ? "ok" : "FAIL");
   }
   std::printf("\nflash attention parity: %s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);

@@ -2,8 +2,9 @@
 # Everything the GPU acceptance needs, in one run on the GPU machine (device time is scarce): the
 # gpu-label parity tests, the loss-curve and parallel-parity scripts and the training benchmarks.
 # Usage (from a bundle made by ../shared/tools/device-bundle): gpu_check.sh BUNDLE_BIN SOURCE_DIR OUT [what...]
-# what: parity | curve | parallel | bench1 | bench2 | dp | convert | generate | asyncsave | recompute (default:
-# all but dp, convert, generate, asyncsave and recompute; asyncsave = async_save_step_time.sh; recompute =
+# what: parity | curve | parallel | bench1 | bench2 | dp | convert | generate | asyncsave | recompute | llama
+# (default: all but dp, convert, generate, asyncsave, recompute and llama; llama = llama_gpu_check.sh;
+# asyncsave = async_save_step_time.sh; recompute =
 # recompute_check.sh, OUT/recompute_summary.txt; convert = convert_hf_check.sh; dp = the 124M DP=2 scaling pair; generate = generate_bench.sh:
 # generation parity and decode speed vs transformers, shared files from TESSERA_DATA_DIR, e.g. a bundle
 # made with -d ../shared/fixtures -d ../shared/bench). Results: OUT/summary.txt (exit code
@@ -42,7 +43,7 @@ bench() {  # name ranks args...
 }
 if [[ $what == *" parity "* ]]; then
   for t in gpu_ops_parity_test gpu_flash_attention_parity_test gpu_fused_ops_parity_test gpu_multi_tensor_parity_test \
-    gpu_gpt_training_parity_test gpu_generate_parity_test; do
+    gpu_gpt_training_parity_test gpu_generate_parity_test gpu_llama_ops_parity_test; do
     [ -x "$bin/$t" ] && step "$t" "$bin/$t"
   done
 fi
@@ -54,6 +55,7 @@ fi
 [[ $what == *" generate "* ]] && step generate "$src/test/gpu/generate_bench.sh" "$bin" "$src" "$out/generate" \
   "${TESSERA_DATA_DIR:-$src/../shared}"
 [[ $what == *" recompute "* ]] && step recompute "$src/test/gpu/recompute_check.sh" "$bin" "$src" "$out"
+[[ $what == *" llama "* ]] && step llama "$src/test/gpu/llama_gpu_check.sh" "$bin" "$src" "$out/llama"
 [[ $what == *" convert "* ]] && step convert_hf "$src/test/gpu/convert_hf_check.sh" "$bin" "$src" "$out"
 # Issue 23: step time while an asynchronous save of the 124M checkpoint is in flight (within 10% of
 # the others) and async == sync checkpoints (h5diff: bundle /usr/bin/h5diff into BUNDLE_BIN).

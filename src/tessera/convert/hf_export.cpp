@@ -67,11 +67,10 @@ ExportResult export_hf(const fs::path& checkpoint, const fs::path& output, const
   const int64_t vocab = stored_vocab_size(reader);
   const std::string toml = reader.config_toml();
   const train::Config config = conversion_config(stored_keys(toml, {"model"}, common), vocab);
-  const HfFamily& family = hf_family_for_architecture(config.model.architecture, common);
-  family.check_exportable(config.model);
+  const HfFamily& family = hf_family_for_model(config.model, common);
   const DType dtype = parse_params_dtype(options.params_dtype, "--params-dtype");
   const std::string st_dtype = dtype == DType::f32 ? "F32" : dtype == DType::bf16 ? "BF16" : "F16";
-  const HfLayoutContext ctx{config.model.num_attention_heads, vocab};
+  const HfLayoutContext ctx{config.model.num_attention_heads, vocab, config.model.num_query_groups};
 
   // Plan: every tensor's HF shape from the saved global shapes, then HF's shard split (in state-dict
   // order; a new shard when the next tensor would pass the limit; an oversized tensor alone).
@@ -83,7 +82,7 @@ ExportResult export_hf(const fs::path& checkpoint, const fs::path& output, const
   for (const auto& n : names) {
     auto it = saved.find(n.tessera);
     if (it == saved.end()) TESSERA_CONFIG_FAIL(folder.string(), ": the checkpoint has no tensor '", n.tessera, "'");
-    Shape hf = hf_shape(n.layout, it->second.global_shape, ctx);
+    Shape hf = hf_part_shape(n, it->second.global_shape, ctx);
     plan.push_back({&n, it->second.global_shape, hf, static_cast<uint64_t>(shape_numel(hf)) * dtype_size(dtype)});
   }
   std::vector<std::vector<size_t>> shards(1);
@@ -114,7 +113,8 @@ ExportResult export_hf(const fs::path& checkpoint, const fs::path& output, const
   ExportResult result;
   result.shards = static_cast<int>(shards.size());
   nlohmann::json weight_map = nlohmann::json::object();
-  std::vector<float> global, hf;
+  std::vector<float> global, full_hf, hf;
+  std::string full_hf_of;  // the Tessera tensor full_hf holds in HF order (fused tensors: several parts)
   std::vector<uint16_t> half;
   for (size_t s = 0; s < shards.size(); ++s) {
     char name[64];
@@ -131,10 +131,17 @@ ExportResult export_hf(const fs::path& checkpoint, const fs::path& output, const
     for (const SafetensorsEntry& e : writer.order()) {
       const Planned& p = *by_hf.at(e.name);
       const std::string& tname = p.name->tessera;
-      Shape shape;
-      global = reader.read_global(reader.has("main_param", tname) ? "main_param" : "param", tname, shape);
-      hf.resize(static_cast<size_t>(shape_numel(p.hf_shape)));
-      tessera_to_hf(p.name->layout, global.data(), shape, ctx, hf.data());
+      if (full_hf_of != tname) {
+        Shape shape;
+        global = reader.read_global(reader.has("main_param", tname) ? "main_param" : "param", tname, shape);
+        full_hf.resize(static_cast<size_t>(shape_numel(hf_shape(p.name->layout, shape, ctx))));
+        tessera_to_hf(p.name->layout, global.data(), shape, ctx, full_hf.data());
+        full_hf_of = tname;
+      }
+      const size_t count = static_cast<size_t>(shape_numel(p.hf_shape));
+      const size_t first = p.name->rows > 0 ? static_cast<size_t>(p.name->row_begin) * (count / p.name->rows) : 0;
+      hf.assign(full_hf.begin() + static_cast<std::ptrdiff_t>(first),
+                full_hf.begin() + static_cast<std::ptrdiff_t>(first + count));
       const std::byte* bytes = reinterpret_cast<const std::byte*>(hf.data());
       size_t nbytes = hf.size() * sizeof(float);
       if (dtype != DType::f32) {

@@ -22,8 +22,23 @@ void check_gpt2_exportable(const train::ModelConfig& m) {
   need(m.normalization == "layernorm", "normalization", m.normalization, "layernorm");
   need(m.activation == "gelu", "activation", m.activation, "gelu");
   need(!m.untie_embeddings_and_output_weights, "untie_embeddings_and_output_weights", "true", "false");
+  need(m.add_bias_linear, "add_bias_linear", "false", "true");
   need(m.num_query_groups == m.num_attention_heads, "num_query_groups", std::to_string(m.num_query_groups),
        "num_query_groups = num_attention_heads");
+  need(m.num_experts == 0, "num_experts", std::to_string(m.num_experts), "0");
+}
+
+void check_llama_exportable(const train::ModelConfig& m) {
+  auto need = [](bool ok, const char* key, const std::string& value, const char* allowed) {
+    if (!ok)
+      TESSERA_CONFIG_FAIL("model.", key, " = ", value, " cannot be written as a Hugging Face Llama (it needs ", allowed,
+                          ")");
+  };
+  need(m.architecture == "gpt", "architecture", m.architecture, "gpt");
+  need(m.position_embedding_type == "rope", "position_embedding_type", m.position_embedding_type, "rope");
+  need(!m.rotary_interleaved, "rotary_interleaved", "true", "false");
+  need(m.normalization == "rmsnorm", "normalization", m.normalization, "rmsnorm");
+  need(m.activation == "swiglu", "activation", m.activation, "swiglu");
   need(m.num_experts == 0, "num_experts", std::to_string(m.num_experts), "0");
 }
 
@@ -44,6 +59,8 @@ const std::vector<HfFamily>& hf_families() {
   static const std::vector<HfFamily> families = {
       {"gpt2", "gpt", models::gpt2_model_keys_from_hf, models::gpt2_hf_names, models::gpt2_hf_config,
        check_gpt2_exportable, gpt_tensors_at_layout},
+      {"llama", "gpt", models::llama_model_keys_from_hf, models::llama_hf_names, models::llama_hf_config,
+       check_llama_exportable, gpt_tensors_at_layout},
   };
   return families;
 }
@@ -65,6 +82,21 @@ const HfFamily& hf_family_for_architecture(const std::string& architecture, cons
     if (f.architecture == architecture) return f;
   TESSERA_CONFIG_FAIL(where, ": model.architecture '", architecture,
                       "' has no Hugging Face export; supported model_types: ", supported_model_types());
+}
+
+const HfFamily& hf_family_for_model(const train::ModelConfig& model, const std::string& where) {
+  std::string objections;
+  for (const HfFamily& f : hf_families()) {
+    if (f.architecture != model.architecture) continue;
+    try {
+      f.check_exportable(model);
+      return f;
+    } catch (const ConfigError& e) {
+      objections += std::string(objections.empty() ? "" : "; ") + f.model_type + ": " + e.what();
+    }
+  }
+  if (objections.empty()) hf_family_for_architecture(model.architecture, where);  // throws: no family at all
+  TESSERA_CONFIG_FAIL(where, ": this model has no Hugging Face form (", objections, ")");
 }
 
 nlohmann::json read_hf_config_json(const std::string& dir) {

@@ -9,6 +9,7 @@
 
 #include "tessera/models/gpt_checkpoint_tensors.h"
 #include "tessera/models/gpt_hf_names.h"
+#include "tessera/models/llama_hf_names.h"
 #include "tessera/train/config.h"
 
 namespace tessera::convert {
@@ -33,6 +34,11 @@ std::string supported_model_types();  // "gpt2" (comma-separated)
 const HfFamily& hf_family(const std::string& model_type, const std::string& where);
 // The family a Tessera architecture exports to; ConfigError when none.
 const HfFamily& hf_family_for_architecture(const std::string& architecture, const std::string& where);
+
+// The family a Tessera model config exports to: the first of its architecture's families whose
+// check_exportable accepts it (GPT: gpt2, or llama for a Llama-style config); ConfigError naming
+// every candidate's objection otherwise.
+const HfFamily& hf_family_for_model(const train::ModelConfig& model, const std::string& where);
 
 // An HF model directory's config.json, parsed (ConfigError naming the file when missing or invalid).
 nlohmann::json read_hf_config_json(const std::string& dir);

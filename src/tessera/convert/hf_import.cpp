@@ -1,5 +1,6 @@
 #include "tessera/convert/hf_import.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -19,7 +20,8 @@ namespace {
 
 // HF buffers that are not parameters (GPT-2's causal mask) and the tied head, which HF drops on save.
 bool ignorable(const std::string& name) {
-  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight";
+  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight" ||
+         name.ends_with(".rotary_emb.inv_freq");  // older Llama files store RoPE's frequencies
 }
 
 // The checkpoint's key for an HF name: save_pretrained writes "transformer.h.0...", the hub's
@@ -66,11 +68,11 @@ ImportResult import_hf(const fs::path& hf_dir, const fs::path& output, const Lay
   // Every HF tensor must be known, every needed one present with the expected shape.
   const auto st = ckpt::SafetensorsCheckpoint::open(hf_dir);
   const std::vector<models::HfTensorName> names = family.tensor_names(config.model);
-  std::map<std::string, const models::HfTensorName*> by_tessera;
+  std::map<std::string, std::vector<const models::HfTensorName*>> by_tessera;  // several: a fused tensor
   std::set<std::string> used;
-  HfLayoutContext ctx{config.model.num_attention_heads, vocab};
+  HfLayoutContext ctx{config.model.num_attention_heads, vocab, config.model.num_query_groups};
   for (const auto& n : names) {
-    by_tessera[n.tessera] = &n;
+    by_tessera[n.tessera].push_back(&n);
     const std::string key = find_key(st, n.hf);
     if (key.empty())
       TESSERA_CONFIG_FAIL((st.sharded() ? st.path() : st.files().front().path()).string(), ": missing tensor '", n.hf, "' (", family.model_type, " with ",
@@ -92,16 +94,26 @@ ImportResult import_hf(const fs::path& hf_dir, const fs::path& output, const Lay
     const std::string source = !t.copy_of.empty() && !by_tessera.count(t.name) ? t.copy_of : t.name;
     auto it = by_tessera.find(source);
     TESSERA_CHECK(it != by_tessera.end(), "no Hugging Face name for ", source);
-    const models::HfTensorName& n = *it->second;
-    const std::string key = find_key(st, n.hf);
-    const auto& info = st.info(key);
-    const Shape want = hf_shape(n.layout, t.global_shape, ctx);
-    if (info.shape != want)
-      TESSERA_CONFIG_FAIL(where(st, key), ": tensor '", key, "' has shape ", shape_string(info.shape), ", expected ",
-                          shape_string(want), " (from ", config_path, ")");
-    hf_values = st.read_as_f32(key);  // ConfigError naming file and tensor for other dtypes
+    const models::HfLayout layout = it->second.front()->layout;
+    const Shape full = hf_shape(layout, t.global_shape, ctx);  // HF order; the parts' rows concatenated
+    hf_values.assign(static_cast<size_t>(shape_numel(full)), 0.0f);
+    const int64_t row_elements = full.empty() || full[0] == 0 ? 0 : shape_numel(full) / full[0];
+    int64_t rows_read = 0;
+    for (const models::HfTensorName* n : it->second) {
+      const std::string key = find_key(st, n->hf);
+      const auto& info = st.info(key);
+      const Shape want = hf_part_shape(*n, t.global_shape, ctx);
+      if (info.shape != want)
+        TESSERA_CONFIG_FAIL(where(st, key), ": tensor '", key, "' has shape ", shape_string(info.shape), ", expected ",
+                            shape_string(want), " (from ", config_path, ")");
+      const std::vector<float> part = st.read_as_f32(key);  // ConfigError naming file and tensor for other dtypes
+      std::copy(part.begin(), part.end(), hf_values.begin() + n->row_begin * row_elements);
+      rows_read += n->rows > 0 ? n->rows : (full.empty() ? 1 : full[0]);
+    }
+    TESSERA_CHECK(full.empty() || rows_read == full[0], "the Hugging Face tensors of ", t.name, " cover ", rows_read,
+                  " of its ", full[0], " rows");
     global.resize(static_cast<size_t>(shape_numel(t.global_shape)));
-    hf_to_tessera(n.layout, hf_values.data(), t.global_shape, ctx, global.data());
+    hf_to_tessera(layout, hf_values.data(), t.global_shape, ctx, global.data());
     writer.write_param(t, global.data());
     ++result.tensors;
     result.bytes_written += static_cast<int64_t>(t.stages.size()) * shape_numel(t.global_shape) *

@@ -11,7 +11,11 @@ namespace tessera::convert {
 struct HfLayoutContext {
   int64_t num_heads = 1;    // attention heads (QKV regrouping); GPT-2 has one query group per head
   int64_t vocab_size = 0;   // real vocabulary rows in the HF tensor
+  int64_t num_query_groups = 0;  // gqa_qkv_rows: key/value heads (0: num_heads)
 };
+
+// The shape of HF tensor `n` (one part of a fused tensor: its rows of the HF-order concatenation).
+Shape hf_part_shape(const models::HfTensorName& n, const Shape& global, const HfLayoutContext& ctx);
 
 // The HF shape of a tensor whose Tessera global shape is `global`.
 Shape hf_shape(models::HfLayout layout, const Shape& global, const HfLayoutContext& ctx);

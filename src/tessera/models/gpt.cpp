@@ -14,39 +14,56 @@
 namespace tessera::models {
 
 namespace {
-// The parts of the layer spec GPT implements today; the others are named values the config may
-// hold but GPT rejects.
-void require_gpt_layer_spec(const TransformerConfig& config) {
+// The parts of the layer spec GPT implements (GPT-2, and Llama-style decoders: RMSNorm, RoPE or
+// ALiBi, SwiGLU, grouped-query attention, untied output layer, no linear biases); the others are
+// named values the config may hold but GPT rejects.
+LayerSpec require_gpt_layer_spec(const TransformerConfig& config) {
   const LayerSpec spec = decoder_layer_spec(config);
-  if (spec.norm != Norm::layernorm)
-    TESSERA_CONFIG_FAIL("model.normalization = ", name(spec.norm), " is not supported yet by model.architecture = ",
-                        "gpt (it builds layernorm)");
-  if (spec.self_attention.position != PositionEmbedding::learned_absolute)
-    TESSERA_CONFIG_FAIL("model.position_embedding_type = ", name(spec.self_attention.position),
-                        " is not supported yet by model.architecture = gpt (it builds learned_absolute)");
-  if (spec.mlp != Mlp::gelu)
+  const PositionEmbedding position = spec.self_attention.position;
+  if (position == PositionEmbedding::relative)
+    TESSERA_CONFIG_FAIL("model.position_embedding_type = ", name(position), " is not supported yet by ",
+                        "model.architecture = gpt (it builds learned_absolute, rope, alibi, none)");
+  if (spec.mlp != Mlp::gelu && spec.mlp != Mlp::swiglu)
     TESSERA_CONFIG_FAIL("model.activation = ", name(spec.mlp), " (model.num_experts = ", config.num_experts,
-                        ") is not supported yet by model.architecture = gpt (it builds gelu)");
-  if (config.untie_embeddings_and_output_weights)
-    TESSERA_CONFIG_FAIL("model.untie_embeddings_and_output_weights = true is not supported yet by ",
-                        "model.architecture = gpt");
+                        ") is not supported yet by model.architecture = gpt (it builds gelu, swiglu)");
+  if (position == PositionEmbedding::rope && (config.rotary_dim() < 2 || config.rotary_dim() > config.head_dim()))
+    TESSERA_CONFIG_FAIL("model.rotary_percent = ", config.rotary_percent, " rotates ", config.rotary_dim(),
+                        " of the head's ", config.head_dim(), " dims; it must rotate at least 2");
+  return spec;
 }
-}  // namespace
 
-GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dtype, Device device,
-                   std::vector<GPTChunkLayout> layouts, const parallel::TensorParallel& tp)
-    : config_(config), tp_(tp), vocab_size_(vocab_size), loss_(std::make_shared<const LmLoss>()) {
-  require_gpt_layer_spec(config);
-  padded_vocab_ = models::padded_vocab_size(vocab_size, config.make_vocab_size_divisible_by, tp.size);
-  double std = config.init_method_std;
-  double output_std = std / std::sqrt(2.0 * static_cast<double>(config.num_layers));
+// The layer shape of `config` (the spec's norm, positions and MLP).
+nn::TransformerLayerShape layer_shape(const TransformerConfig& config, const LayerSpec& spec) {
+  const double std = config.init_method_std;
   nn::TransformerLayerShape shape{{config.hidden_size, config.num_attention_heads, config.num_query_groups,
                                    config.attention_dropout},
                                   config.ffn_hidden_size,
                                   config.hidden_dropout,
                                   config.layernorm_epsilon,
                                   std,
-                                  output_std};
+                                  std / std::sqrt(2.0 * static_cast<double>(config.num_layers))};
+  shape.attention.bias = config.add_bias_linear;
+  shape.attention.rotary.enabled = spec.self_attention.position == PositionEmbedding::rope;
+  shape.attention.rotary.rotary_dim = config.rotary_dim();
+  shape.attention.rotary.base = config.rotary_base;
+  shape.attention.rotary.interleaved = config.rotary_interleaved;
+  shape.attention.alibi = spec.self_attention.position == PositionEmbedding::alibi;
+  shape.norm = spec.norm == Norm::rmsnorm ? nn::NormKind::rmsnorm : nn::NormKind::layernorm;
+  shape.mlp.swiglu = spec.mlp == Mlp::swiglu;
+  shape.mlp.bias = config.add_bias_linear;
+  return shape;
+}
+}  // namespace
+
+GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dtype, Device device,
+                   std::vector<GPTChunkLayout> layouts, const parallel::TensorParallel& tp)
+    : config_(config), tp_(tp), vocab_size_(vocab_size), loss_(std::make_shared<const LmLoss>()) {
+  const LayerSpec spec = require_gpt_layer_spec(config);
+  padded_vocab_ = models::padded_vocab_size(vocab_size, config.make_vocab_size_divisible_by, tp.size);
+  const double std = config.init_method_std;
+  const nn::TransformerLayerShape shape = layer_shape(config, spec);
+  const bool learned_positions = spec.self_attention.position == PositionEmbedding::learned_absolute;
+  const bool tied = !config.untie_embeddings_and_output_weights;
   TESSERA_CHECK(!layouts.empty(), "a GPT model needs at least one chunk");
   for (size_t c = 0; c < layouts.size(); ++c) {
     GPTChunkLayout layout = layouts[c];
@@ -57,11 +74,14 @@ GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dt
     if (layout.has_embedding) {
       TESSERA_CHECK(c == 0 && !embedding_, "only the first chunk of a rank can hold the embedding");
       const int first_param = static_cast<int>(store_.parameters().size());
-      embedding_ = std::make_unique<nn::GPTEmbedding>(store_, padded_vocab_, config.max_position_embeddings,
+      embedding_ = std::make_unique<nn::GPTEmbedding>(store_, padded_vocab_,
+                                                      learned_positions ? config.max_position_embeddings : 0,
                                                       config.hidden_size, std, config.hidden_dropout, tp);
       embedding_params_ = {first_param, static_cast<int>(store_.parameters().size())};
-      output_weight_ = embedding_->word_embeddings();
-      store_.roles(output_weight_).tied_embedding = true;  // it is the output layer too
+      if (tied) {
+        output_weight_ = embedding_->word_embeddings();
+        store_.roles(output_weight_).tied_embedding = true;  // it is the output layer too
+      }
     }
     Chunk chunk;
     chunk.layout = layout;
@@ -75,15 +95,17 @@ GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dt
     if (layout.has_head) {
       TESSERA_CHECK(c + 1 == layouts.size(), "only the last chunk of a rank can hold the head");
       const int first_head_param = static_cast<int>(store_.parameters().size());
-      final_layernorm_ = std::make_unique<nn::LayerNorm>(store_, "decoder.final_layernorm", config.hidden_size,
-                                                         config.layernorm_epsilon, tp.sequence_parallel);
+      final_layernorm_ = std::make_unique<nn::Norm>(store_, "decoder.final_layernorm", config.hidden_size,
+                                                    config.layernorm_epsilon, shape.norm, tp.sequence_parallel);
       // Tied output layer: the word embedding itself, or (on a last stage without the embedding) a
       // copy kept equal to it through the embedding group, as Megatron's output_layer.weight.
       if (output_weight_ < 0)
         output_weight_ = store_.add("output_layer.weight", {padded_vocab_ / tp.size, config.hidden_size},
                                     nn::Init::normal, std, true,
                                     nn::Sharding::split(0, padded_vocab_, tp.size, tp.rank));
-      if (output_weight_ == store_.index_of("output_layer.weight")) {
+      if (!tied) {  // untied: the output layer is its own parameter, on the head's stage only
+        store_.roles(output_weight_).vocab_axis = 0;
+      } else if (output_weight_ == store_.index_of("output_layer.weight")) {
         nn::ParameterRoles& roles = store_.roles(output_weight_);
         roles.tied_embedding = true;
         roles.copy_of = "embedding.word_embeddings.weight";
@@ -198,7 +220,8 @@ Tensor GPTModel::forward_chunk(int c, Arena& arena, const GPTInputs& in, const T
     x = input;
   }
   acts.input = input;
-  x = layer_stack_->forward(chunk.layers, arena, x, in.seq, in.batch, key_padding_mask, dropout, acts.layers);
+  x = layer_stack_->forward(chunk.layers, arena, x, in.seq, in.batch, key_padding_mask, dropout, acts.layers,
+                            in.positions);
   if (!chunk.layout.has_head) return x;
   Tensor normed = final_layernorm_->forward(arena, x, acts.final_ln);
   // The output layer is column-parallel over the vocabulary, its output not gathered.

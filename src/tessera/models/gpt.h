@@ -1,5 +1,8 @@
 // GPT (GPT-2 architecture): learned absolute positions, pre-LN transformer blocks, final
 // LayerNorm, output layer tied to the word embedding, cross entropy over the real vocabulary.
+// The same class builds Llama-style decoders from the layer spec (transformer_config.h): RMSNorm,
+// RoPE (position ids from the micro-batch) or ALiBi, SwiGLU, grouped-query attention, no linear
+// biases and an untied output layer (output_layer.weight on the head's stage).
 // A rank holds one or more model chunks (pipeline stages; several with interleaving). Each chunk
 // has explicit forward and backward over one micro-batch; activations live in the caller's arena.
 // GPTModel implements StageModel (stage_model.h), the interface pipeline schedules drive.
@@ -13,7 +16,7 @@
 #include <vector>
 
 #include "tessera/nn/gpt_embedding.h"
-#include "tessera/nn/layernorm.h"
+#include "tessera/nn/norm.h"
 #include "tessera/nn/recompute.h"
 #include "tessera/nn/transformer_layer.h"
 #include "tessera/models/stage_model.h"
@@ -38,7 +41,7 @@ struct GPTInputs : MicroBatchInputs {
 struct GPTChunkActivations : ChunkActivations {
   Tensor input;  // the hidden state the chunk received (undefined on the embedding chunk)
   nn::LayerStackSaved layers;  // the chunk's transformer layers (nn/recompute.h)
-  nn::LayerNorm::Saved final_ln;
+  nn::Norm::Saved final_ln;
   Tensor final_hidden;  // the output layer's input (all-gathered to every token under SP)
   Tensor logits, log_sum_exp;  // logits: this rank's vocabulary columns [s*b, V'/tp]
   Tensor dlosses;  // d(loss_sum) / d(per-token loss), written by the loss (chunk_loss)
@@ -55,8 +58,9 @@ struct GPTKvCache {
 
 class GPTModel : public StageModel {
  public:
-  // Rejects (ConfigError) a layer spec GPT does not implement: it builds LayerNorm, causal
-  // self-attention with learned absolute positions and a GeLU MLP.
+  // Rejects (ConfigError) a layer spec GPT does not implement: it builds LayerNorm or RMSNorm, causal
+  // self-attention (multi-head, grouped-query or multi-query) with learned absolute, rotary, ALiBi
+  // or no positions, a GeLU or SwiGLU MLP, with or without linear biases, a tied or untied output layer.
   GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dtype, Device device,
            std::vector<GPTChunkLayout> chunks = {GPTChunkLayout{}}, const parallel::TensorParallel& tp = {});
   void initialize(uint64_t seed) override { store_.initialize(seed); }
@@ -146,9 +150,9 @@ class GPTModel : public StageModel {
   int64_t vocab_size_, padded_vocab_;
   nn::ParameterStore store_;
   std::unique_ptr<nn::GPTEmbedding> embedding_;  // on the rank holding the embedding chunk
-  std::unique_ptr<nn::LayerNorm> final_layernorm_;  // on the rank holding the head chunk
+  std::unique_ptr<nn::Norm> final_layernorm_;  // on the rank holding the head chunk
   std::shared_ptr<const TokenLoss> loss_;
-  int output_weight_ = -1;  // the tied word embedding (or its copy on the last stage)
+  int output_weight_ = -1;  // the tied word embedding (or its copy on the last stage), or the untied output layer
   // Parameter index ranges in the store: the embedding's, and the head's (final LayerNorm and, on a
   // last stage without the embedding, output_layer.weight).
   std::pair<int, int> embedding_params_{0, 0}, head_params_{0, 0};

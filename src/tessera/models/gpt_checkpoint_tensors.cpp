@@ -26,6 +26,11 @@ std::vector<CheckpointTensor> gpt_checkpoint_tensors(const TransformerConfig& m,
   const int64_t h = m.hidden_size, ffn = m.ffn_hidden_size;
   const int64_t qkv_rows = h + 2 * m.num_query_groups * m.head_dim();
   const int64_t vocab = padded_vocab_size(vocab_size, m.make_vocab_size_divisible_by, tp);
+  const LayerSpec spec = decoder_layer_spec(m);
+  const bool learned_positions = spec.self_attention.position == PositionEmbedding::learned_absolute;
+  const bool norm_bias = spec.norm == Norm::layernorm, bias = m.add_bias_linear;
+  const int64_t fc1_rows = (spec.mlp == Mlp::swiglu ? 2 : 1) * ffn;  // SwiGLU: (gate, up) pairs
+  const bool tied = !m.untie_embeddings_and_output_weights;
 
   std::vector<CheckpointTensor> tensors;
   std::map<std::string, size_t> index;
@@ -41,29 +46,30 @@ std::vector<CheckpointTensor> gpt_checkpoint_tensors(const TransformerConfig& m,
       if (chunk.has_embedding) {
         stage_has_embedding = true;
         add("embedding.word_embeddings.weight", {vocab, h}, 0, stage, true);
-        add("embedding.position_embeddings.weight", {m.max_position_embeddings, h}, -1, stage);
+        if (learned_positions) add("embedding.position_embeddings.weight", {m.max_position_embeddings, h}, -1, stage);
       }
       int64_t count = chunk.num_layers < 0 ? m.num_layers - chunk.first_layer : chunk.num_layers;
       for (int64_t l = chunk.first_layer; l < chunk.first_layer + count; ++l) {
         const std::string p = "decoder.layers." + std::to_string(l) + ".";
         add(p + "input_layernorm.weight", {h}, -1, stage);
-        add(p + "input_layernorm.bias", {h}, -1, stage);
+        if (norm_bias) add(p + "input_layernorm.bias", {h}, -1, stage);
         add(p + "self_attention.linear_qkv.weight", {qkv_rows, h}, 0, stage);
-        add(p + "self_attention.linear_qkv.bias", {qkv_rows}, 0, stage);
+        if (bias) add(p + "self_attention.linear_qkv.bias", {qkv_rows}, 0, stage);
         add(p + "self_attention.linear_proj.weight", {h, h}, 1, stage);
-        add(p + "self_attention.linear_proj.bias", {h}, -1, stage);
+        if (bias) add(p + "self_attention.linear_proj.bias", {h}, -1, stage);
         add(p + "pre_mlp_layernorm.weight", {h}, -1, stage);
-        add(p + "pre_mlp_layernorm.bias", {h}, -1, stage);
-        add(p + "mlp.linear_fc1.weight", {ffn, h}, 0, stage);
-        add(p + "mlp.linear_fc1.bias", {ffn}, 0, stage);
+        if (norm_bias) add(p + "pre_mlp_layernorm.bias", {h}, -1, stage);
+        add(p + "mlp.linear_fc1.weight", {fc1_rows, h}, 0, stage);
+        if (bias) add(p + "mlp.linear_fc1.bias", {fc1_rows}, 0, stage);
         add(p + "mlp.linear_fc2.weight", {h, ffn}, 1, stage);
-        add(p + "mlp.linear_fc2.bias", {h}, -1, stage);
+        if (bias) add(p + "mlp.linear_fc2.bias", {h}, -1, stage);
       }
       if (chunk.has_head) {
         add("decoder.final_layernorm.weight", {h}, -1, stage);
-        add("decoder.final_layernorm.bias", {h}, -1, stage);
-        // The tied output layer: a copy on a last stage that does not hold the embedding.
-        if (!stage_has_embedding)
+        if (norm_bias) add("decoder.final_layernorm.bias", {h}, -1, stage);
+        // The untied output layer; the tied one: a copy on a last stage that does not hold the embedding.
+        if (!tied) add("output_layer.weight", {vocab, h}, 0, stage, true);
+        else if (!stage_has_embedding)
           add("output_layer.weight", {vocab, h}, 0, stage, true, "embedding.word_embeddings.weight");
       }
     }

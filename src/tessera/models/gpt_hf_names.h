@@ -18,12 +18,18 @@ enum class HfLayout {
   qkv_weight,   // transposed, and HF columns [q | k | v] = Tessera rows grouped per head
   qkv_bias,     // HF [q | k | v] = Tessera grouped per head
   vocab_rows,   // HF has the real vocabulary's rows, Tessera the padded rows (zero beyond)
+  // Fused tensors, rows of HF's tensors concatenated ([q; k; v], [gate; up]) then permuted:
+  gqa_qkv_rows,  // HF rows [q (na d); k (ng d); v (ng d)] = Tessera rows per query group [q.. k v]
+  swiglu_rows,   // HF rows [gate (f); up (f)] = Tessera rows (gate_j, up_j) interleaved
 };
 
 struct HfTensorName {
   std::string tessera;  // Megatron key
   std::string hf;       // HF key as save_pretrained writes it
   HfLayout layout = HfLayout::same;
+  // A fused Tessera tensor is several HF tensors: this one is rows [row_begin, row_begin + rows) of
+  // their concatenation in HF order (rows = 0: the whole tensor).
+  int64_t row_begin = 0, rows = 0;
 };
 
 // Every stored GPT-2 tensor, in GPT2LMHeadModel's state-dict order.

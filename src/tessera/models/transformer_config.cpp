@@ -15,15 +15,18 @@ PositionEmbedding parse_position_embedding(const std::string& name) {
   if (name == "rope") return PositionEmbedding::rope;
   if (name == "alibi") return PositionEmbedding::alibi;
   if (name == "relative") return PositionEmbedding::relative;
+  if (name == "none") return PositionEmbedding::none;
   TESSERA_CONFIG_FAIL("model.position_embedding_type = '", name,
-                      "': allowed values are learned_absolute, rope, alibi, relative");
+                      "': allowed values are learned_absolute, rope, alibi, relative, none");
 }
 
 Mlp parse_mlp(const std::string& activation, int64_t num_experts) {
   if (num_experts > 0) return Mlp::moe;
   if (activation == "gelu") return Mlp::gelu;
   if (activation == "swiglu") return Mlp::swiglu;
-  TESSERA_CONFIG_FAIL("model.activation = '", activation, "': allowed values are gelu, swiglu");
+  if (activation == "relu") return Mlp::relu;
+  if (activation == "squared_relu") return Mlp::squared_relu;
+  TESSERA_CONFIG_FAIL("model.activation = '", activation, "': allowed values are gelu, swiglu, relu, squared_relu");
 }
 
 const char* name(Norm v) { return v == Norm::layernorm ? "layernorm" : "rmsnorm"; }
@@ -34,6 +37,7 @@ const char* name(PositionEmbedding v) {
     case PositionEmbedding::rope: return "rope";
     case PositionEmbedding::alibi: return "alibi";
     case PositionEmbedding::relative: return "relative";
+    case PositionEmbedding::none: return "none";
   }
   return "?";
 }
@@ -41,6 +45,8 @@ const char* name(Mlp v) {
   switch (v) {
     case Mlp::gelu: return "gelu";
     case Mlp::swiglu: return "swiglu";
+    case Mlp::relu: return "relu";
+    case Mlp::squared_relu: return "squared_relu";
     case Mlp::moe: return "moe";
   }
   return "?";

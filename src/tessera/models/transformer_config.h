@@ -14,10 +14,22 @@ struct TransformerConfig {
   int64_t seq_length = 1024, max_position_embeddings = 1024;
   std::string position_embedding_type = "learned_absolute", normalization = "layernorm", activation = "gelu";
   bool untie_embeddings_and_output_weights = false;
+  // Rotary embedding (position_embedding_type = rope): base (HF rope_theta), the fraction of each
+  // head's dims that rotate (Megatron's rotary_percent), pairs (2i, 2i+1) instead of (i, i+d/2).
+  double rotary_base = 10000.0, rotary_percent = 1.0;
+  bool rotary_interleaved = false;
+  bool add_bias_linear = true;  // biases of the QKV, projection and MLP linears (Llama: false)
+  // multihead | multiquery (the Accelerate guide's alias: multiquery = num_query_groups 1).
+  std::string attention_head_type = "multihead";
   int64_t make_vocab_size_divisible_by = 128;
+  // layernorm_epsilon is the epsilon of every norm (LayerNorm or RMSNorm); the config's
+  // model.norm_epsilon (Megatron's name), when > 0, overrides it at load.
   double hidden_dropout = 0.1, attention_dropout = 0.1, layernorm_epsilon = 1e-5, init_method_std = 0.02;
+  double norm_epsilon = 0.0;
   int64_t num_experts = 0, moe_router_topk = 2;
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // Rotated dims per head under RoPE: head_dim x rotary_percent, rounded down to even.
+  int64_t rotary_dim() const { return (static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_percent) / 2) * 2; }
 };
 
 // What a transformer layer is built from. Every value has a name (the config's spelling); the
@@ -25,8 +37,8 @@ struct TransformerConfig {
 enum class Norm { layernorm, rmsnorm };
 enum class AttentionMask { causal, bidirectional };
 enum class AttentionInput { self, cross };  // cross: keys/values from the encoder's output
-enum class PositionEmbedding { learned_absolute, rope, alibi, relative };
-enum class Mlp { gelu, swiglu, moe };
+enum class PositionEmbedding { learned_absolute, rope, alibi, relative, none };
+enum class Mlp { gelu, swiglu, relu, squared_relu, moe };
 
 struct AttentionSpec {
   AttentionMask mask = AttentionMask::causal;

@@ -64,6 +64,7 @@ GPTEmbedding::GPTEmbedding(ParameterStore& store, int64_t padded_vocab, int64_t 
   word_ = store.add("embedding.word_embeddings.weight", {local_vocab_, hidden}, Init::normal, init_std, true,
                     Sharding::split(0, padded_vocab, tp.size, tp.rank));
   store.roles(word_).vocab_axis = 0;
+  if (max_positions == 0) return;  // no position table (RoPE, ALiBi or no positions)
   Sharding replicated;
   replicated.sequence_parallel = tp.sequence_parallel;  // each rank adds it to its own tokens only
   position_ = store.add("embedding.position_embeddings.weight", {max_positions, hidden}, Init::normal, init_std, true,
@@ -83,9 +84,11 @@ Tensor GPTEmbedding::forward(Arena& arena, const Tensor& ids, const Tensor& posi
                                   : parallel::reduce_from_tp_forward(arena, words, tp_);
   }
   int64_t rows = tp_.local_rows(n), first = tp_.first_row(n);
-  Tensor pos = arena.allocate(store_->dtype(), {rows, hidden_});
-  ops::embedding_forward(positions.rows(first, first + rows), store_->value(position_), pos);
-  ops::add_inplace(words, pos);
+  if (position_ >= 0) {
+    Tensor pos = arena.allocate(store_->dtype(), {rows, hidden_});
+    ops::embedding_forward(positions.rows(first, first + rows), store_->value(position_), pos);
+    ops::add_inplace(words, pos);
+  }
   if (dropout.training && dropout_ > 0)
     ops::dropout_forward(words, dropout_, dropout.stream("embedding.dropout"), static_cast<uint64_t>(first * hidden_),
                          words);
@@ -101,7 +104,7 @@ void GPTEmbedding::backward(Arena& arena, const Tensor& dout, const Tensor& ids,
     ops::dropout_backward(dout, dropout_, dropout.stream("embedding.dropout"), static_cast<uint64_t>(first * hidden_),
                           d);
   }
-  ops::embedding_backward(positions.rows(first, first + rows), d, store_->grad(position_));
+  if (position_ >= 0) ops::embedding_backward(positions.rows(first, first + rows), d, store_->grad(position_));
   if (!tp_.enabled()) {
     ops::embedding_backward(ids, d, store_->grad(word_));
     return;

@@ -15,6 +15,7 @@ namespace tessera::nn {
 
 class GPTEmbedding {
  public:
+  // max_positions = 0: no position table (the model's positions come from RoPE or ALiBi, or none).
   GPTEmbedding(ParameterStore& store, int64_t padded_vocab, int64_t max_positions, int64_t hidden, double init_std,
                double dropout, const parallel::TensorParallel& tp = {});
   // ids, positions: i32 [s*b]; returns [s*b, h] ([s*b/tp, h] under sequence parallelism).
@@ -28,7 +29,7 @@ class GPTEmbedding {
  private:
   ParameterStore* store_;
   parallel::TensorParallel tp_;
-  int word_, position_;
+  int word_, position_ = -1;  // position_ -1: no position table
   int64_t hidden_;
   int64_t vocab_start_ = 0, local_vocab_ = 0;
   double dropout_;

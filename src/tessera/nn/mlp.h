@@ -1,5 +1,8 @@
 // The transformer MLP: linear_fc1 (h -> ffn, column-parallel), tanh GeLU, linear_fc2 (ffn -> h,
 // row-parallel): the ffn axis is split over tensor-parallel ranks, no communication in between.
+// SwiGLU (MlpOptions::swiglu): linear_fc1 is the fused gate/up projection h -> 2 ffn whose rows hold
+// each unit's gate and up side by side (row 2j = gate_j, 2j + 1 = up_j; ops/swiglu.h), so a
+// tensor-parallel rank's contiguous rows are whole (gate, up) pairs of its ffn / tp units.
 #pragma once
 #include <string>
 
@@ -7,19 +10,27 @@
 
 namespace tessera::nn {
 
+struct MlpOptions {
+  bool swiglu = false;
+  bool bias = true;  // linear_fc1 / linear_fc2 biases (model.add_bias_linear)
+};
+
 class MLP {
  public:
   struct Saved {
     Tensor in, fc1, activation;  // in: fc1's (all-gathered) input
   };
   MLP(ParameterStore& store, const std::string& name, int64_t hidden, int64_t ffn_hidden, double init_std,
-      double output_init_std, const parallel::TensorParallel& tp = {});
-  // discard (selective recomputation): the GeLU output goes there and is not kept (saved.activation
-  // undefined); backward computes it again from saved.fc1.
+      double output_init_std, const parallel::TensorParallel& tp = {}, const MlpOptions& options = {});
+  // discard (selective recomputation): the activation output (GeLU or SwiGLU) goes there and is not
+  // kept (saved.activation undefined); backward computes it again from saved.fc1.
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved, Arena* discard = nullptr) const;
   Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
 
  private:
+  void activate(const Tensor& fc1, const Tensor& activation) const;  // GeLU or SwiGLU of fc1's output
+  Tensor activation_buffer(Arena& arena, const Tensor& fc1) const;    // [rows, ffn] for fc1's output
+  bool swiglu_;
   ColumnParallelLinear fc1_;
   RowParallelLinear fc2_;
 };

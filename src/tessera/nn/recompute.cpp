@@ -92,11 +92,12 @@ Tensor LayerStack::carry(const Tensor& dx) const {
 
 Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& arena, Tensor x, int64_t seq,
                            int64_t batch, const Tensor& key_padding_mask, const DropoutContext& dropout,
-                           LayerStackSaved& saved) const {
+                           LayerStackSaved& saved, const Tensor& positions) const {
   const auto runs = recompute_runs(config_, static_cast<int64_t>(layers.size()));
   saved.layers.assign(layers.size(), TransformerLayer::Saved{});
   saved.run_inputs.assign(runs.size(), Tensor());
   saved.key_padding_mask = key_padding_mask;
+  saved.positions = positions;
   const bool selective = config_.granularity == RecomputeGranularity::selective;
   for (size_t r = 0; r < runs.size(); ++r) {
     const LayerRun& run = runs[r];
@@ -104,12 +105,13 @@ Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& a
       for (int64_t i = run.begin; i < run.end; ++i) {
         auto& layer_saved = saved.layers[static_cast<size_t>(i)];
         if (!selective) {
-          x = layers[static_cast<size_t>(i)].forward(arena, x, seq, batch, key_padding_mask, dropout, layer_saved);
+          x = layers[static_cast<size_t>(i)].forward(arena, x, seq, batch, key_padding_mask, dropout, layer_saved,
+                                                     positions);
           continue;
         }
         work_.reset();  // what the layer drops lives here until its forward ends
         x = layers[static_cast<size_t>(i)].forward(arena, x, seq, batch, key_padding_mask, dropout, layer_saved,
-                                                   &work_);
+                                                   positions, &work_);
       }
       continue;
     }
@@ -117,7 +119,7 @@ Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& a
     work_.reset();
     TransformerLayer::Saved discarded;
     for (int64_t i = run.begin; i < run.end; ++i)
-      x = layers[static_cast<size_t>(i)].forward(work_, x, seq, batch, key_padding_mask, dropout, discarded);
+      x = layers[static_cast<size_t>(i)].forward(work_, x, seq, batch, key_padding_mask, dropout, discarded, positions);
     x = copy_into(arena, x);  // the next run's input (or the chunk's output) outlives the scratch
   }
   return x;
@@ -154,7 +156,7 @@ Tensor LayerStack::backward(const std::vector<TransformerLayer>& layers, Arena& 
     Tensor x = saved.run_inputs[r];
     for (int64_t i = run.begin; i < run.end; ++i)
       x = layers[static_cast<size_t>(i)].forward(work_, x, seq, batch, saved.key_padding_mask, dropout,
-                                                 again[static_cast<size_t>(i - run.begin)]);
+                                                 again[static_cast<size_t>(i - run.begin)], saved.positions);
     backward_.reset();
     for (int64_t i = run.end; i-- > run.begin;) {
       dout = layers[static_cast<size_t>(i)].backward(backward_, dout, seq, batch, dropout,

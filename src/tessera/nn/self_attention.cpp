@@ -2,6 +2,7 @@
 
 #include "tessera/ops/cached_attention.h"
 #include "tessera/ops/flash_attention.h"
+#include "tessera/ops/rope.h"
 
 namespace tessera::nn {
 
@@ -19,8 +20,8 @@ SelfAttention::SelfAttention(ParameterStore& store, const std::string& name, con
       shape_(shape),
       tp_(tp),
       qkv_(store, name + ".linear_qkv", shape.hidden_size,
-           (shape.num_heads + 2 * shape.num_query_groups) * checked_head_dim(name, shape, tp), true, init_std, tp),
-      proj_(store, name + ".linear_proj", shape.hidden_size, shape.hidden_size, true, output_init_std, tp) {}
+           (shape.num_heads + 2 * shape.num_query_groups) * checked_head_dim(name, shape, tp), shape.bias, init_std, tp),
+      proj_(store, name + ".linear_proj", shape.hidden_size, shape.hidden_size, shape.bias, output_init_std, tp) {}
 
 ops::AttentionParams SelfAttention::params(const DropoutContext& dropout) const {
   ops::AttentionParams p;
@@ -33,7 +34,27 @@ ops::AttentionParams SelfAttention::params(const DropoutContext& dropout) const 
   // their dropout masks by the unsplit probs index, as TP = 1 does.
   p.dropout_heads = shape_.num_heads;
   p.dropout_first_head = tp_.rank * p.num_heads;
+  p.alibi = shape_.alibi;
+  p.alibi_heads = shape_.num_heads;
+  p.alibi_first_head = tp_.rank * p.num_heads;
   return p;
+}
+
+void SelfAttention::rotate(const Tensor& qkv_rows, const Tensor& positions, bool inverse) const {
+  const int64_t hn = shape_.hidden_size / shape_.num_heads, groups = shape_.num_query_groups / tp_.size;
+  const int64_t hpg = shape_.num_heads / shape_.num_query_groups;
+  ops::RopeHeads q;
+  q.offset = 0, q.heads = hpg, q.head_dim = hn, q.groups = groups, q.group_stride = (hpg + 2) * hn;
+  q.rotary_dim = shape_.rotary.rotary_dim, q.interleaved = shape_.rotary.interleaved;
+  ops::RopeHeads k = q;
+  k.offset = hpg * hn, k.heads = 1;
+  if (inverse) {
+    ops::rope_backward_rows(qkv_rows, q, positions, shape_.rotary.base);
+    ops::rope_backward_rows(qkv_rows, k, positions, shape_.rotary.base);
+  } else {
+    ops::rope_forward_rows(qkv_rows, q, positions, shape_.rotary.base);
+    ops::rope_forward_rows(qkv_rows, k, positions, shape_.rotary.base);
+  }
 }
 
 RandomStream SelfAttention::dropout_stream(const DropoutContext& dropout) const {
@@ -43,10 +64,12 @@ RandomStream SelfAttention::dropout_stream(const DropoutContext& dropout) const 
 
 Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch,
                               const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved,
-                              Arena* discard) const {
+                              const Tensor& positions, Arena* discard) const {
   auto p = params(dropout);
   saved.qkv = qkv_.forward(arena, in, saved.in);
   const Tensor qkv = saved.qkv.view({seq, batch, saved.qkv.dim(1)});
+  saved.positions = positions;
+  if (shape_.rotary.enabled) rotate(qkv, positions, false);  // saved.qkv keeps the rotated q and k
   saved.context = arena.allocate(in.dtype(), {seq, batch, p.num_heads * p.head_dim});
   if (ops::flash_attention_supported(qkv, p)) {  // fused kernels: no [b, na, s, s] probs
     saved.probs = Tensor();
@@ -88,6 +111,7 @@ Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, in
     ops::attention_backward(dcontext.view({seq, batch, local_hidden}), saved.qkv.view({seq, batch, saved.qkv.dim(1)}),
                             saved.probs.data() ? saved.probs : recompute_probs(arena, seq, batch, dropout, saved), p,
                             dropout_stream(dropout), dqkv);
+  if (shape_.rotary.enabled) rotate(dqkv, saved.positions, true);  // d(q, k before rotation)
   return qkv_.backward(arena, dqkv.view({seq * batch, saved.qkv.dim(1)}), saved.in);
 }
 
@@ -97,6 +121,8 @@ int64_t SelfAttention::kv_width() const {
 
 Tensor SelfAttention::forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch,
                                      const Tensor& key_mask, const KvCacheSlot& cache, int64_t past) const {
+  TESSERA_CHECK(!shape_.rotary.enabled && !shape_.alibi, name_, ": KV-cache generation supports learned absolute ",
+                "positions only (no RoPE or ALiBi yet)");
   auto p = params(DropoutContext{});
   Tensor total_input;
   Tensor qkv = qkv_.forward(arena, in, total_input);

@@ -4,6 +4,7 @@
 // column-parallel (query groups split contiguously, ng/tp groups and na/tp heads per rank), the
 // output projection row-parallel. With TP > 1, attention-probability dropout draws from a stream
 // keyed by the TP rank (Megatron's model-parallel RNG): statistically right, not TP=1's masks.
+// Positions: none here (learned positions are the embedding's), RoPE on q and k, or ALiBi.
 #pragma once
 #include <string>
 
@@ -20,9 +21,21 @@ struct KvCacheSlot {
   Tensor past;  // CUDA: i32 [1] on the device, the cached tokens the kernel reads (ops/cached_attention.h)
 };
 
+// Rotary position embedding applied to q and k inside the block (after the QKV projection, before
+// core attention; its backward rotates dq and dk back), positions from the micro-batch.
+struct RotaryOptions {
+  bool enabled = false;
+  int64_t rotary_dim = 0;  // rotated dims per head (0: head_dim)
+  double base = 10000.0;
+  bool interleaved = false;
+};
+
 struct AttentionShape {
   int64_t hidden_size, num_heads, num_query_groups;
   double attention_dropout;
+  bool bias = true;  // linear_qkv / linear_proj biases (model.add_bias_linear)
+  RotaryOptions rotary = {};
+  bool alibi = false;  // ALiBi bias on the scores (slopes of the global heads this rank holds)
 };
 
 class SelfAttention {
@@ -32,14 +45,17 @@ class SelfAttention {
     // Fused (flash) attention on CUDA bf16/f16 without dropout: lse f32 [b, na, s] instead of probs,
     // and the forward's key padding mask (must stay alive until backward) to re-mask the keys.
     Tensor lse, key_padding_mask;
+    Tensor positions;  // RoPE: the forward's position ids (i32 [s*b] or undefined), for backward
   };
   SelfAttention(ParameterStore& store, const std::string& name, const AttentionShape& shape, double init_std,
                 double output_init_std, const parallel::TensorParallel& tp = {});
-  // in: [s*b, h] ([s*b/tp, h] under sequence parallelism, as the output); key_padding_mask: u8 [b, s] or undefined.
+  // in: [s*b, h] ([s*b/tp, h] under sequence parallelism, as the output); key_padding_mask: u8 [b, s] or
+  // undefined; positions (RoPE): i32 [s*b] sequence-major (undefined: 0..s-1), kept alive until backward.
   // discard (selective recomputation): the unfused path's probs go there and are not kept (saved.probs
   // undefined, saved.key_padding_mask set); backward recomputes them with the same dropout masks.
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
-                 const DropoutContext& dropout, Saved& saved, Arena* discard = nullptr) const;
+                 const DropoutContext& dropout, Saved& saved, const Tensor& positions = Tensor(),
+                 Arena* discard = nullptr) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved) const;
   // Generation (no dropout, no saved activations): in [t*b, h] for t new tokens per sequence at
@@ -51,6 +67,7 @@ class SelfAttention {
 
  private:
   ops::AttentionParams params(const DropoutContext& dropout) const;
+  void rotate(const Tensor& qkv_rows, const Tensor& positions, bool inverse) const;  // RoPE on q and k
   RandomStream dropout_stream(const DropoutContext& dropout) const;
   // The probs a forward with `discard` did not keep: its softmax and dropout again.
   Tensor recompute_probs(Arena& arena, int64_t seq, int64_t batch, const DropoutContext& dropout,

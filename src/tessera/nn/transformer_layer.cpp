@@ -11,13 +11,13 @@ TransformerLayer::TransformerLayer(ParameterStore& store, const std::string& nam
     : name_(name),
       hidden_dropout_(shape.hidden_dropout),
       tp_(tp),
-      ln1_(store, name + ".input_layernorm", shape.attention.hidden_size, shape.layernorm_epsilon,
+      ln1_(store, name + ".input_layernorm", shape.attention.hidden_size, shape.layernorm_epsilon, shape.norm,
            tp.sequence_parallel),
       attention_(store, name + ".self_attention", shape.attention, shape.init_std, shape.output_init_std, tp),
-      ln2_(store, name + ".pre_mlp_layernorm", shape.attention.hidden_size, shape.layernorm_epsilon,
+      ln2_(store, name + ".pre_mlp_layernorm", shape.attention.hidden_size, shape.layernorm_epsilon, shape.norm,
            tp.sequence_parallel),
       mlp_(store, name + ".mlp", shape.attention.hidden_size, shape.ffn_hidden_size, shape.init_std,
-           shape.output_init_std, tp) {}
+           shape.output_init_std, tp, shape.mlp) {}
 
 namespace {
 // residual + dropout(branch) (the linear's bias is already in branch: its GEMM epilogue adds it).
@@ -38,11 +38,11 @@ Tensor dropout_grad(Arena& arena, const Tensor& dout, double p, const RandomStre
 
 Tensor TransformerLayer::forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch,
                                  const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved,
-                                 Arena* discard) const {
+                                 const Tensor& positions, Arena* discard) const {
   double p = dropout.training ? hidden_dropout_ : 0.0;
   auto offset = static_cast<uint64_t>(tp_.first_row(seq * batch) * in.dim(1));
   Tensor x = ln1_.forward(arena, in, saved.ln1);
-  Tensor a = attention_.forward(arena, x, seq, batch, key_padding_mask, dropout, saved.attention, discard);
+  Tensor a = attention_.forward(arena, x, seq, batch, key_padding_mask, dropout, saved.attention, positions, discard);
   Tensor h = dropout_add(arena, a, in, p, dropout.stream(name_ + ".attention_output_dropout"), offset);
   Tensor y = ln2_.forward(arena, h, saved.ln2);
   Tensor m = mlp_.forward(arena, y, saved.mlp, discard);

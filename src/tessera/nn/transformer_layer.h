@@ -6,7 +6,7 @@
 #pragma once
 #include <string>
 
-#include "tessera/nn/layernorm.h"
+#include "tessera/nn/norm.h"
 #include "tessera/nn/mlp.h"
 #include "tessera/nn/self_attention.h"
 
@@ -16,21 +16,25 @@ struct TransformerLayerShape {
   AttentionShape attention;
   int64_t ffn_hidden_size;
   double hidden_dropout, layernorm_epsilon, init_std, output_init_std;
+  NormKind norm = NormKind::layernorm;  // input_layernorm and pre_mlp_layernorm (RMSNorm keeps the names)
+  MlpOptions mlp = {};
 };
 
 class TransformerLayer {
  public:
   struct Saved {
-    LayerNorm::Saved ln1, ln2;
+    Norm::Saved ln1, ln2;
     SelfAttention::Saved attention;
     MLP::Saved mlp;
   };
   TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape,
                    const parallel::TensorParallel& tp = {});
+  // positions: i32 [s*b] position ids (RoPE; undefined: 0..s-1), kept alive until backward.
   // discard (selective recomputation, nn/recompute.h): where the activations the layer does not
-  // keep go (the core attention's probabilities, the GeLU output); its backward recomputes them.
+  // keep go (the core attention's probabilities, the MLP's activation output); its backward recomputes them.
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
-                 const DropoutContext& dropout, Saved& saved, Arena* discard = nullptr) const;
+                 const DropoutContext& dropout, Saved& saved, const Tensor& positions = Tensor(),
+                 Arena* discard = nullptr) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved) const;
   // Generation: t new tokens per sequence through the block, attention over the KV cache
@@ -43,9 +47,9 @@ class TransformerLayer {
   std::string name_;
   double hidden_dropout_;
   parallel::TensorParallel tp_;
-  LayerNorm ln1_;
+  Norm ln1_;
   SelfAttention attention_;
-  LayerNorm ln2_;
+  Norm ln2_;
   MLP mlp_;
 };
 

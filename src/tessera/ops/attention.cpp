@@ -2,12 +2,22 @@
 // reference (cpu/attention.h).
 #include "tessera/ops/attention.h"
 
+#include "tessera/ops/alibi.h"
 #include "tessera/ops/cpu/attention.h"
 #include "tessera/ops/half_compute.h"
 #include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
 
 namespace tessera::ops {
+
+std::vector<double> attention_alibi_slopes(const AttentionParams& params) {
+  if (!params.alibi) return {};
+  const int64_t total = params.alibi_heads > 0 ? params.alibi_heads : params.num_heads;
+  TESSERA_CHECK(params.alibi_first_head >= 0 && params.alibi_first_head + params.num_heads <= total,
+                "attention: ALiBi heads [", params.alibi_first_head, ", ", params.alibi_first_head + params.num_heads,
+                ") must lie within the ", total, " heads of alibi_heads");
+  return alibi_slopes(total, params.alibi_first_head, params.num_heads);
+}
 
 namespace {
 
@@ -29,6 +39,7 @@ cpu::AttentionDims attention_dims(const char* op, const Tensor& qkv, const Atten
                 ": dropout heads [", params.dropout_first_head, ", ", params.dropout_first_head + params.num_heads,
                 ") must lie within the ", dropout_heads, " heads of dropout_heads");
   cpu::AttentionDims dims;
+  dims.alibi_slopes = attention_alibi_slopes(params);
   dims.dropout_heads = dropout_heads;
   dims.dropout_first_head = params.dropout_first_head;
   dims.seq = qkv.dim(0);

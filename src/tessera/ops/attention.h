@@ -2,10 +2,12 @@
 // qkv: [s, b, (na + 2 ng) hn] in Megatron's per-query-group layout: for each group g the row holds
 //   [q of the na/ng heads of g (na/ng x hn), k_g (hn), v_g (hn)]; out: [s, b, na hn].
 // probs (saved softmax, before dropout): [b, na, s, s]. Scores are scaled by 1/sqrt(hn); a causal
-// mask and an optional key padding mask (u8 [b, s], 1 = attend) remove keys; a query row with no
+// mask and an optional key padding mask (u8 [b, s], 1 = attend) remove keys; ALiBi (params.alibi) adds
+// its per-head linear bias to the scaled scores; a query row with no
 // key left gets zero probabilities. Attention dropout follows ops/dropout.h on probs' flat index.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "tessera/core/rng.h"
 #include "tessera/core/tensor.h"
@@ -23,7 +25,15 @@ struct AttentionParams {
   // unsplit attention would ([b, dropout_heads, s, s] index), so TP reproduces TP = 1.
   int64_t dropout_heads = 0;
   int64_t dropout_first_head = 0;
+  // ALiBi (ops/alibi.h): adds -slope_h |i - j| to score (i, j); this call's head h is global head
+  // alibi_first_head + h of alibi_heads (0: num_heads) heads, whose slopes it takes.
+  bool alibi = false;
+  int64_t alibi_heads = 0;
+  int64_t alibi_first_head = 0;
 };
+
+// The ALiBi slopes of params' heads (empty without ALiBi); checks the head range.
+std::vector<double> attention_alibi_slopes(const AttentionParams& params);
 
 void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
                        const RandomStream& dropout_stream, const Tensor& out, const Tensor& probs);

@@ -44,6 +44,7 @@ cpu::AttentionDims flash_dims(const char* op, const Tensor& qkv, const Attention
                   params.num_heads, " heads");
   }
   cpu::AttentionDims d;
+  d.alibi_slopes = attention_alibi_slopes(params);
   d.seq = qkv.dim(0);
   d.batch = qkv.dim(1);
   d.num_heads = params.num_heads;
@@ -106,7 +107,9 @@ void cpu_flash_forward(const T* qkv, const uint8_t* mask, const cpu::AttentionDi
         const T* k = qkv + o.k + best * o.row_stride;
         T dot = 0;
         for (int64_t c = 0; c < hn; ++c) dot += q[c] * k[c];
-        result = static_cast<L>(scale * dot - std::log(row[best]));
+        const T bias = d.alibi_slopes.empty() ? T(0)
+                       : static_cast<T>(cpu::alibi_bias(d.alibi_slopes[static_cast<size_t>(head)], i, best));
+        result = static_cast<L>(scale * dot + bias - std::log(row[best]));
       }
     }
 }
@@ -124,12 +127,14 @@ void cpu_flash_backward(const T* dout, const T* qkv, const L* lse, const uint8_t
       const HeadOffsets o = head_offsets(d, bi, head);
       T* p = probs.data() + (bi * d.num_heads + head) * s * s;
       cpu::gemm<T>(false, true, s, s, hn, scale, qkv + o.q, o.row_stride, qkv + o.k, o.row_stride, T(0), p, s);
+      const double slope = d.alibi_slopes.empty() ? 0.0 : d.alibi_slopes[static_cast<size_t>(head)];
       for (int64_t i = 0; i < s; ++i) {
         const L row_lse = lse[(bi * d.num_heads + head) * s + i];
         T* row = p + i * s;
         for (int64_t j = 0; j < s; ++j) {
           const bool attends = (!causal || j <= i) && (!mask || mask[bi * s + j]) && !std::isinf(row_lse);
-          row[j] = attends ? std::exp(row[j] - static_cast<T>(row_lse)) : T(0);
+          const T bias = static_cast<T>(cpu::alibi_bias(slope, i, j));
+          row[j] = attends ? std::exp(row[j] + bias - static_cast<T>(row_lse)) : T(0);
         }
       }
     }

@@ -18,6 +18,8 @@ void check_rope_rows(const char* op, const Tensor& rows, const RopeHeads& h, con
   if (rows.ndim() != 3) TESSERA_FAIL(op, ": rows must be [s, b, row_width], got ", rows.describe());
   TESSERA_CHECK(theta > 0.0, op, ": theta (rotary base) must be > 0, got ", theta);
   TESSERA_CHECK(h.head_dim > 0 && h.head_dim % 2 == 0, op, ": head_dim must be positive and even, got ", h.head_dim);
+  TESSERA_CHECK(h.rotary_dim == 0 || (h.rotary_dim > 0 && h.rotary_dim % 2 == 0 && h.rotary_dim <= h.head_dim), op,
+                ": rotary_dim must be even and in [2, head_dim = ", h.head_dim, "] (0: head_dim), got ", h.rotary_dim);
   TESSERA_CHECK(h.heads > 0 && h.groups > 0, op, ": heads and groups must be positive, got heads ", h.heads,
                 ", groups ", h.groups);
   TESSERA_CHECK(h.offset >= 0, op, ": offset must be >= 0, got ", h.offset);
@@ -29,9 +31,9 @@ void check_rope_rows(const char* op, const Tensor& rows, const RopeHeads& h, con
   if (positions.defined() && positions.data()) {
     require_dtype(op, positions, DType::i32, "positions");
     const int64_t s = rows.dim(0), b = rows.dim(1);
-    if (positions.shape() != Shape{s} && positions.shape() != Shape{b, s})
-      TESSERA_FAIL(op, ": positions must be [", s, "] or [", b, ", ", s, "] (i32) or undefined, got ",
-                   positions.describe());
+    if (positions.shape() != Shape{s} && positions.shape() != Shape{b, s} && positions.shape() != Shape{s * b})
+      TESSERA_FAIL(op, ": positions must be [", s, "], [", b, ", ", s, "] or one per row [", s * b,
+                   "] (i32) or undefined, got ", positions.describe());
   }
 }
 }  // namespace detail
@@ -55,10 +57,13 @@ void run_rope(const char* op, const Tensor& rows, const RopeHeads& heads, const 
   g.seq = rows.dim(0), g.batch = rows.dim(1), g.row_width = rows.dim(2);
   g.offset = heads.offset, g.heads = heads.heads, g.head_dim = heads.head_dim, g.groups = heads.groups;
   g.group_stride = heads.groups > 1 ? heads.group_stride : 0;
+  g.rotary_dim = heads.rotary_dim > 0 ? heads.rotary_dim : heads.head_dim;
+  g.interleaved = heads.interleaved;
   detail::visit_f32_or_f64(op, rows, "rows", [&](auto tag) {
     using T = decltype(tag);
+    const bool per_row = has_positions && positions.ndim() == 1 && positions.dim(0) == g.seq * g.batch;
     cpu::rope_apply<T>(rows.data_as<T>(), g, theta, has_positions ? positions.data_as<int32_t>() : nullptr,
-                       has_positions && positions.ndim() == 2, inverse);
+                       has_positions && positions.ndim() == 2, inverse, per_row);
   });
 }
 

@@ -1,6 +1,7 @@
 // Rotary position embedding (Megatron's apply_rotary_pos_emb, non-interleaved "rotate_half" as in
-// Megatron core / HF Llama), in place: rotary dim = head dim, inv_freq[i] = theta^(-2i/hn) (fp32 on
-// CUDA, double on the CPU), pair (i, i + hn/2) rotated by position * inv_freq[i].
+// Megatron core / HF Llama by default), in place: inv_freq[i] = theta^(-2i/rd) (fp32 on CUDA, double
+// on the CPU), pair (i, i + rd/2) (or (2i, 2i+1) interleaved) rotated by position * inv_freq[i],
+// rd = the rotary dim (RopeHeads::rotary_dim; the whole head by default).
 #pragma once
 #include <cstdint>
 
@@ -19,9 +20,15 @@ struct RopeHeads {
   int64_t head_dim = 0;
   int64_t groups = 1;
   int64_t group_stride = 0;  // only read when groups > 1; must be >= heads * head_dim
+  // Partial rotary (Megatron's rotary_percent): only the leading rotary_dim (even; 0 = head_dim)
+  // dims of each vector rotate, with inv_freq[i] = theta^(-2i/rotary_dim); the rest pass through.
+  int64_t rotary_dim = 0;
+  // Pairs (2i, 2i+1) (Megatron's rotary_interleaved, Meta's layout) instead of (i, i + rotary_dim/2).
+  bool interleaved = false;
 };
 
-// positions: undefined (position of sequence index i is i), i32 [s], or i32 [b, s] (per batch element).
+// positions: undefined (position of sequence index i is i), i32 [s], i32 [b, s] (per batch element), or
+// (rows functions) i32 [s*b], one per row in the rows' sequence-major order (a model's position ids).
 // x: [s, b, heads, hn], contiguous. Rotates by +angle.
 void rope_forward(const Tensor& x, const Tensor& positions, double theta = 10000.0);
 // The gradient through rope_forward (the op is linear): rotates grad [s, b, heads, hn] by -angle in place.

@@ -33,14 +33,17 @@ void setup_pipeline_training(models::StageModel& model, ParallelContext& context
   verify_pipeline_schedules(pp, V, num_micro_batches, false);
   verify_pipeline_schedules(pp, V, num_micro_batches, true);
 
-  if (context.grid().in_group(GroupKind::embedding)) {
+  // An untied output layer (every rank of the model has the same config: none holds a tied
+  // embedding) has nothing to keep equal across the embedding group.
+  if (context.grid().in_group(GroupKind::embedding) && !model.parameters().tied_embeddings().empty()) {
     auto& store = model.parameters();
     context.embedding().broadcast(store.value(tied_embedding_index(store, context)), 0);
   }
 }
 
 void all_reduce_tied_embedding_grads(nn::ParameterStore& store, ParallelContext& context) {
-  if (context.pp_size() == 1 || !context.grid().in_group(GroupKind::embedding)) return;
+  if (context.pp_size() == 1 || !context.grid().in_group(GroupKind::embedding) || store.tied_embeddings().empty())
+    return;
   context.embedding().all_reduce(store.grad(tied_embedding_index(store, context)));
 }
 

@@ -252,6 +252,12 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   m.normalization = get<std::string>(values, "model.normalization");
   m.activation = get<std::string>(values, "model.activation");
   m.untie_embeddings_and_output_weights = get<bool>(values, "model.untie_embeddings_and_output_weights");
+  m.rotary_base = get<double>(values, "model.rotary_base");
+  m.rotary_percent = get<double>(values, "model.rotary_percent");
+  m.rotary_interleaved = get<bool>(values, "model.rotary_interleaved");
+  m.add_bias_linear = get<bool>(values, "model.add_bias_linear");
+  m.attention_head_type = get<std::string>(values, "model.attention_head_type");
+  m.norm_epsilon = get<double>(values, "model.norm_epsilon");
   m.make_vocab_size_divisible_by = get<int64_t>(values, "model.make_vocab_size_divisible_by");
   m.hidden_dropout = get<double>(values, "model.hidden_dropout");
   m.attention_dropout = get<double>(values, "model.attention_dropout");
@@ -329,7 +335,18 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   config.logging.tensorboard_dir = get<std::string>(values, "logging.tensorboard_dir");
 
   // Derived defaults.
+  require(m.attention_head_type == "multihead" || m.attention_head_type == "multiquery", src,
+          "model.attention_head_type = \"" + m.attention_head_type + "\" is not allowed; allowed: multihead, multiquery");
+  if (m.attention_head_type == "multiquery") {
+    require(m.num_query_groups == 0 || m.num_query_groups == 1, src,
+            "model.attention_head_type = \"multiquery\" means model.num_query_groups = 1, but num_query_groups = " +
+                std::to_string(m.num_query_groups) + "; drop one of the two keys");
+    m.num_query_groups = 1;
+  }
   if (m.num_query_groups == 0) m.num_query_groups = m.num_attention_heads;
+  require(m.norm_epsilon >= 0, src, "model.norm_epsilon = " + format_value(m.norm_epsilon) +
+                                        " must be >= 0 (0: model.layernorm_epsilon)");
+  if (m.norm_epsilon > 0) m.layernorm_epsilon = m.norm_epsilon;
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
   if (o.lr_decay_iters == 0) o.lr_decay_iters = t.train_iters;
   p.distributed_timeout_minutes = get<double>(values, "parallel.distributed_timeout_minutes");
@@ -365,6 +382,14 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
                         std::pair{m.attention_dropout, "model.attention_dropout"}})
     require(v >= 0.0 && v < 1.0, src, std::string(key) + " must be in [0, 1)");
   require(m.layernorm_epsilon > 0, src, "model.layernorm_epsilon must be positive");
+  require(m.rotary_percent > 0 && m.rotary_percent <= 1, src,
+          "model.rotary_percent = " + format_value(m.rotary_percent) + " must be in (0, 1]");
+  require(m.rotary_base > 0, src, "model.rotary_base = " + format_value(m.rotary_base) + " must be positive");
+  if (m.position_embedding_type == "rope")
+    require(m.rotary_dim() >= 2, src,
+            "model.rotary_percent = " + format_value(m.rotary_percent) + " x head dim (model.hidden_size / " +
+                "model.num_attention_heads = " + std::to_string(m.head_dim()) +
+                ") rotates fewer than 2 dims; raise rotary_percent");
   require(o.lr >= 0 && o.min_lr >= 0 && o.min_lr <= o.lr, src,
           "optimizer.min_lr must be in [0, optimizer.lr]; got lr = " + format_value(o.lr) +
               ", min_lr = " + format_value(o.min_lr));

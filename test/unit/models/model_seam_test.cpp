@@ -41,6 +41,12 @@ TEST(ModelSeam, TransformerConfigDefaultsAreTheSchemaDefaults) {
   EXPECT_EQ(d.init_method_std, schema_default<double>("init_method_std"));
   EXPECT_EQ(d.num_experts, schema_default<int64_t>("num_experts"));
   EXPECT_EQ(d.moe_router_topk, schema_default<int64_t>("moe_router_topk"));
+  EXPECT_EQ(d.rotary_base, schema_default<double>("rotary_base"));
+  EXPECT_EQ(d.rotary_percent, schema_default<double>("rotary_percent"));
+  EXPECT_EQ(d.rotary_interleaved, schema_default<bool>("rotary_interleaved"));
+  EXPECT_EQ(d.add_bias_linear, schema_default<bool>("add_bias_linear"));
+  EXPECT_EQ(d.attention_head_type, schema_default<std::string>("attention_head_type"));
+  EXPECT_EQ(d.norm_epsilon, schema_default<double>("norm_epsilon"));
 }
 
 TEST(ModelSeam, RegistryBuildsGptAndNamesTheFamiliesOtherwise) {
@@ -64,9 +70,9 @@ TEST(ModelSeam, RegistryBuildsGptAndNamesTheFamiliesOtherwise) {
 
 TEST(ModelSeam, GptRejectsLayerSpecsItDoesNotBuild) {
   const std::pair<const char*, void (*)(models::TransformerConfig&)> cases[] = {
-      {"model.normalization = rmsnorm", [](models::TransformerConfig& c) { c.normalization = "rmsnorm"; }},
-      {"model.position_embedding_type = rope", [](models::TransformerConfig& c) { c.position_embedding_type = "rope"; }},
-      {"model.activation = swiglu", [](models::TransformerConfig& c) { c.activation = "swiglu"; }},
+      {"model.position_embedding_type = relative",
+       [](models::TransformerConfig& c) { c.position_embedding_type = "relative"; }},
+      {"model.activation = relu", [](models::TransformerConfig& c) { c.activation = "relu"; }},
       {"model.activation = moe", [](models::TransformerConfig& c) { c.num_experts = 4; }},
   };
   for (const auto& [message, change] : cases) {

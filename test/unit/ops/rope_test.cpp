@@ -127,8 +127,8 @@ TEST(OpsRope, ArgumentErrors) {
                                 {"rope_forward", "x must be [s, b, heads, head_dim]", "f32[3, 8]"});
   OwnedTensor i64_pos(DType::i64, {3}), short_pos(DType::i32, {2}), swapped(DType::i32, {3, 2});
   test::expect_error_containing([&] { ops::rope_forward(x, i64_pos); }, {"positions must be i32", "i64[3]"});
-  test::expect_error_containing([&] { ops::rope_forward(x, short_pos); }, {"positions must be [3] or [2, 3]", "i32[2]"});
-  test::expect_error_containing([&] { ops::rope_forward(x, swapped); }, {"positions must be [3] or [2, 3]"});
+  test::expect_error_containing([&] { ops::rope_forward(x, short_pos); }, {"positions must be [3], [2, 3] or one per row [6]", "i32[2]"});
+  test::expect_error_containing([&] { ops::rope_forward(x, swapped); }, {"positions must be [3], [2, 3] or one per row [6]"});
   test::expect_error_containing([&] { ops::rope_backward(x, Tensor(), 0.0); }, {"rope_backward", "theta", "> 0"});
   OwnedTensor rows(DType::f32, {3, 2, 20});
   test::expect_error_containing([&] { ops::rope_forward_rows(rows, ops::RopeHeads{8, 2, 8, 1, 0}, Tensor()); },
@@ -138,6 +138,53 @@ TEST(OpsRope, ArgumentErrors) {
   OwnedTensor ints(DType::i32, {3, 2, 20});
   test::expect_error_containing([&] { ops::rope_forward_rows(ints, ops::RopeHeads{0, 1, 4, 1, 0}, Tensor()); },
                                 {"rows must be f32 or f64"});
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Partial rotary (rotary_dim < head_dim: the trailing dims pass through), interleaved pairs and
+// per-row positions [s*b] against the definition, and the backward against finite differences.
+TEST(OpsRope, PartialInterleavedPerRowPositionsMatchTheDefinition) {
+  const int64_t s = 3, b = 2, hn = 8, rd = 4;
+  for (bool interleaved : {false, true}) {
+    test::OwnedTensor x(DType::f64, {s, b, hn}), ref(DType::f64, {s, b, hn});
+    test::fill_normal(x, 31);
+    for (int64_t i = 0; i < x.numel(); ++i) ref.at<double>(i) = x.at<double>(i);
+    std::vector<int32_t> pos = {4, 0, 7, 2, 9, 5};  // row s*b + bi
+    ops::RopeHeads heads;
+    heads.heads = 1, heads.head_dim = hn, heads.rotary_dim = rd, heads.interleaved = interleaved;
+    ops::rope_forward_rows(x, heads, Tensor(pos.data(), DType::i32, {s * b}), 50.0);
+    for (int64_t row = 0; row < s * b; ++row) {
+      const double* in = ref.data<double>() + row * hn;
+      const double* out = x.data<double>() + row * hn;
+      for (int64_t i = 0; i < rd / 2; ++i) {
+        const double angle = pos[row] * std::pow(50.0, -2.0 * i / rd);
+        const int64_t a = interleaved ? 2 * i : i, c = interleaved ? 2 * i + 1 : i + rd / 2;
+        EXPECT_NEAR(out[a], in[a] * std::cos(angle) - in[c] * std::sin(angle), 1e-12);
+        EXPECT_NEAR(out[c], in[c] * std::cos(angle) + in[a] * std::sin(angle), 1e-12);
+      }
+      for (int64_t d = rd; d < hn; ++d) EXPECT_EQ(out[d], in[d]) << "dim " << d << " must pass through";
+    }
+    // The backward (rotation by -angle) is the gradient of the forward.
+    test::OwnedTensor dy(DType::f64, {s, b, hn}), y(DType::f64, {s, b, hn}), dx(DType::f64, {s, b, hn});
+    test::fill_normal(dy, 32);
+    for (int64_t i = 0; i < dx.numel(); ++i) dx.at<double>(i) = dy.at<double>(i);
+    ops::rope_backward_rows(dx, heads, Tensor(pos.data(), DType::i32, {s * b}), 50.0);
+    auto loss = [&] {
+      for (int64_t i = 0; i < y.numel(); ++i) y.at<double>(i) = ref.at<double>(i);
+      ops::rope_forward_rows(y, heads, Tensor(pos.data(), DType::i32, {s * b}), 50.0);
+      return test::dot(y, dy);
+    };
+    test::expect_gradient_matches(loss, ref, test::values_of(dx), interleaved ? "drope interleaved" : "drope");
+  }
+  ops::RopeHeads odd;
+  odd.heads = 1, odd.head_dim = 8, odd.rotary_dim = 3;
+  test::OwnedTensor x(DType::f32, {2, 1, 8});
+  test::expect_error_containing([&] { ops::rope_forward_rows(x, odd, Tensor()); }, {"rotary_dim must be even"});
 }
 
 }  // namespace

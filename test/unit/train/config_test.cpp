@@ -92,11 +92,48 @@ TEST_F(ConfigTest, MissingDataFileIsNamed) {
 }
 
 TEST_F(ConfigTest, LaterCapabilitiesAreRejectedNotIgnored) {
-  auto msg = error_of(std::string(kMock) + "[model]\nnormalization = \"rmsnorm\"\n");
-  EXPECT_NE(msg.find("model.normalization = \"rmsnorm\" is not supported yet"), std::string::npos) << msg;
+  auto msg = error_of(std::string(kMock) + "[model]\nactivation = \"relu\"\n");
+  EXPECT_NE(msg.find("model.activation = \"relu\" is not supported yet"), std::string::npos) << msg;
+  auto relative = error_of(kMock, {"model.position_embedding_type=\"relative\""});
+  EXPECT_NE(relative.find("model.position_embedding_type = \"relative\" is not supported yet"), std::string::npos)
+      << relative;
   auto moe = error_of(kMock, {"model.num_experts=4"});
   EXPECT_NE(moe.find("model.num_experts"), std::string::npos) << moe;
   EXPECT_NE(moe.find("not supported yet"), std::string::npos) << moe;
+}
+
+// The Llama-style keys (issue 15): accepted values load, bad values and combinations name the keys.
+TEST_F(ConfigTest, LlamaStyleKeysLoadAndInvalidCombinationsNameTheKeys) {
+  auto c = train::load_config(write(kMock), {"model.normalization=\"rmsnorm\"", "model.activation=\"swiglu\"",
+                                             "model.position_embedding_type=\"rope\"", "model.rotary_base=500000.0",
+                                             "model.rotary_percent=0.5", "model.norm_epsilon=1e-6",
+                                             "model.untie_embeddings_and_output_weights=true",
+                                             "model.add_bias_linear=false", "model.num_query_groups=4"});
+  EXPECT_EQ(c.model.normalization, "rmsnorm");
+  EXPECT_EQ(c.model.rotary_base, 500000.0);
+  EXPECT_EQ(c.model.rotary_dim(), 32);  // head dim 64 x 0.5
+  EXPECT_EQ(c.model.layernorm_epsilon, 1e-6);  // norm_epsilon overrides
+  EXPECT_FALSE(c.model.add_bias_linear);
+  EXPECT_EQ(c.model.num_query_groups, 4);
+  auto mqa = train::load_config(write(kMock), {"model.attention_head_type=\"multiquery\""});
+  EXPECT_EQ(mqa.model.num_query_groups, 1);
+  const std::pair<std::vector<std::string>, std::vector<std::string>> bad[] = {
+      {{"model.rotary_percent=0.0"}, {"model.rotary_percent", "(0, 1]"}},
+      {{"model.rotary_percent=1.5"}, {"model.rotary_percent"}},
+      {{"model.position_embedding_type=\"rope\"", "model.rotary_percent=0.01"}, {"model.rotary_percent", "2 dims"}},
+      {{"model.rotary_base=0.0"}, {"model.rotary_base"}},
+      {{"model.norm_epsilon=-1.0"}, {"model.norm_epsilon"}},
+      {{"model.num_query_groups=5"}, {"model.num_query_groups = 5", "model.num_attention_heads"}},
+      {{"model.attention_head_type=\"multiquery\"", "model.num_query_groups=4"},
+       {"model.attention_head_type", "model.num_query_groups"}},
+      {{"model.attention_head_type=\"grouped\""}, {"model.attention_head_type", "multihead, multiquery"}},
+      {{"model.normalization=\"batchnorm\""}, {"model.normalization"}},
+      {{"model.position_embedding_type=\"sinusoidal\""}, {"model.position_embedding_type"}},
+  };
+  for (const auto& [overrides, parts] : bad) {
+    const std::string msg = error_of(kMock, overrides);
+    for (const auto& part : parts) EXPECT_NE(msg.find(part), std::string::npos) << overrides[0] << ": " << msg;
+  }
 }
 
 TEST_F(ConfigTest, SyntaxErrorNamesFileAndLine) {

@@ -71,6 +71,11 @@ void attention_forward(const T* qkv, const uint8_t* key_padding_mask, const Atte
       // scores = scale * q . k^T  ([s, s])
       gemm<T>(false, true, s, s, hn, scale, qkv + v.q_offset, v.qkv_row_stride, qkv + v.k_offset, v.qkv_row_stride,
               T(0), p, s);
+      if (!d.alibi_slopes.empty()) {
+        const double slope = d.alibi_slopes[static_cast<size_t>(head)];
+        for (int64_t i = 0; i < s; ++i)
+          for (int64_t j = 0; j < s; ++j) p[i * s + j] += static_cast<T>(alibi_bias(slope, i, j));
+      }
       for (int64_t i = 0; i < s; ++i) {
         T* row = p + i * s;
         const int64_t key_end = causal ? i + 1 : s;

@@ -2,6 +2,7 @@
 // CBLAS straight on the strided Megatron per-query-group QKV layout (see ops/attention.h).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "tessera/core/rng.h"
 
@@ -17,7 +18,12 @@ struct AttentionDims {
   // dropout_first_head (a tensor-parallel slice of the unsplit attention; see ops/attention.h).
   int64_t dropout_heads = 0;       // 0: num_heads
   int64_t dropout_first_head = 0;
+  // ALiBi: one slope per head of this call (empty: no bias); score (i, j) += -slope |i - j|.
+  std::vector<double> alibi_slopes;
 };
+
+// The ALiBi bias of score (i, j) for a head of slope `slope` (0 without ALiBi).
+inline double alibi_bias(double slope, int64_t i, int64_t j) { return -slope * static_cast<double>(i > j ? i - j : j - i); }
 
 // qkv [s, b, (na + 2 ng) hn]; key_padding_mask u8 [b, s] (1 = attend) or null; out [s, b, na hn];
 // probs [b, na, s, s] (softmax before dropout). Attention-probability dropout keeps element i of probs

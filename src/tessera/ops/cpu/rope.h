@@ -10,13 +10,16 @@ namespace tessera::ops::cpu {
 struct RopeGeometry {
   int64_t seq = 0, batch = 0, row_width = 0;
   int64_t offset = 0, heads = 0, head_dim = 0, groups = 1, group_stride = 0;
+  int64_t rotary_dim = 0;    // rotated leading dims (even; 0 = head_dim)
+  bool interleaved = false;  // pairs (2i, 2i+1) instead of (i, i + rotary_dim/2)
 };
 
 // For pair (i, i + half) of a vector at position p, angle = p * theta^(-2i/head_dim):
 // x1' = x1 cos - x2 sin, x2' = x2 cos + x1 sin (inverse: angle negated). positions: nullptr
-// (position = sequence index), [seq], or [batch, seq] when positions_per_batch.
+// (position = sequence index), [seq], [batch, seq] when positions_per_batch, or [seq * batch] (one per
+// row) when positions_per_row.
 template <typename T>
 void rope_apply(T* rows, const RopeGeometry& g, double theta, const int32_t* positions, bool positions_per_batch,
-                bool inverse);
+                bool inverse, bool positions_per_row = false);
 
 }  // namespace tessera::ops::cpu

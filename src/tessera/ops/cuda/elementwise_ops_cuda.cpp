@@ -9,6 +9,7 @@
 #include "tessera/ops/cuda/cuda_op_checks.h"
 #include "tessera/ops/cuda/ops_cuda.h"
 #include "tessera/ops/op_checks.h"
+#include "tessera/ops/swiglu.h"
 #include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda {
@@ -23,6 +24,22 @@ void gelu_forward(const Tensor& in, const Tensor& out) {
   detail::require_same_dtype(op, in, "in", out, "out");
   require_storage_dtype(op, in, "in");
   kernels::gelu_forward(in.dtype(), in.data(), nullptr, in.numel(), 1, out.data(), stream());
+}
+
+void swiglu_forward(const Tensor& in, const Tensor& out) {
+  const char* op = "swiglu_forward";
+  const auto [n, f] = detail::check_swiglu_shapes(op, in, out, "out");
+  require_storage_dtype(op, in, "in");
+  kernels::swiglu_forward(in.dtype(), in.data(), n * f, out.data(), stream());
+}
+
+void swiglu_backward(const Tensor& dout, const Tensor& in, const Tensor& din) {
+  const char* op = "swiglu_backward";
+  const auto [n, f] = detail::check_swiglu_shapes(op, in, dout, "dout");
+  detail::require_same_shape(op, in, "in", din, "din");
+  detail::require_same_dtype(op, in, "in", din, "din");
+  require_storage_dtype(op, in, "in");
+  kernels::swiglu_backward(in.dtype(), dout.data(), in.data(), n * f, din.data(), stream());
 }
 
 void bias_gelu_forward(const Tensor& in, const Tensor& bias, const Tensor& out) {

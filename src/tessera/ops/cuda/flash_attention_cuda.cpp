@@ -31,6 +31,11 @@ kernels::FlashAttentionArgs kernel_args(const char* op, const Tensor& qkv, const
   a.head_dim = params.head_dim;
   a.causal = params.causal;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(params.head_dim)));
+  if (params.alibi) {
+    (void)attention_alibi_slopes(params);  // checks the head range
+    a.alibi_heads = params.alibi_heads > 0 ? params.alibi_heads : params.num_heads;
+    a.alibi_first_head = params.alibi_first_head;
+  }
   return a;
 }
 

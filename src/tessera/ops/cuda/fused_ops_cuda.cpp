@@ -62,10 +62,13 @@ void run_rope(const char* op, const Tensor& rows, const RopeHeads& heads, const 
   a.seq = rows.dim(0), a.batch = rows.dim(1), a.row_width = rows.dim(2);
   a.offset = heads.offset, a.heads = heads.heads, a.head_dim = heads.head_dim, a.groups = heads.groups;
   a.group_stride = heads.groups > 1 ? heads.group_stride : 0;
+  a.rotary_dim = heads.rotary_dim > 0 ? heads.rotary_dim : heads.head_dim;
+  a.interleaved = heads.interleaved;
   a.theta = theta;
   if (present(positions)) {
     a.positions = static_cast<const int32_t*>(positions.data());
     a.positions_per_batch = positions.ndim() == 2;
+    a.positions_per_row = positions.ndim() == 1 && positions.dim(0) == a.seq * a.batch;
   }
   kernels::rope_apply(rows.dtype(), rows.data(), a, inverse, stream());
 }

@@ -199,8 +199,11 @@ void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const 
     g.ab_dtype = g.c_dtype = dt;
     gemm(g, scale, at(qkv, L.q(h)), at(qkv, L.k(h)), 0.0f, at(probs, h * ss));
   }
+  const std::vector<double> alibi = attention_alibi_slopes(params);  // checks the head range
   kernels::attention_softmax_forward(dt, probs.data(), masked ? static_cast<const uint8_t*>(key_padding_mask.data()) : nullptr,
-                                     L.b, L.na, L.s, params.causal, stream());
+                                     L.b, L.na, L.s, params.causal, stream(),
+                                     alibi.empty() ? 0 : (params.alibi_heads > 0 ? params.alibi_heads : params.num_heads),
+                                     params.alibi_first_head);
   const kernels::DropoutArgs d = attention_dropout(params, dropout_stream);
   void* dropped = d.p > 0.0 ? CudaContext::get().scratch(ScratchSlot::attention_weights, L.b * ss * dtype_size(dt)) : nullptr;
   for (int64_t h = 0; h < L.na; ++h) {  // out[:, b, h] = weights v

@@ -17,6 +17,9 @@ void gelu_forward(const Tensor& in, const Tensor& out);
 void gelu_backward(const Tensor& dout, const Tensor& in, const Tensor& din);
 // Megatron's fused bias + GeLU: out = gelu(in + bias[cols]) for in [..., cols].
 void bias_gelu_forward(const Tensor& in, const Tensor& bias, const Tensor& out);
+// SwiGLU on interleaved (gate, up) pairs (ops/swiglu.h).
+void swiglu_forward(const Tensor& in, const Tensor& out);
+void swiglu_backward(const Tensor& dout, const Tensor& in, const Tensor& din);
 
 void dropout_forward(const Tensor& in, double p, const RandomStream& stream, uint64_t index_offset, const Tensor& out);
 void dropout_backward(const Tensor& dout, double p, const RandomStream& stream, uint64_t index_offset,

@@ -1,0 +1,31 @@
+#include "tessera/ops/cpu/swiglu.h"
+
+#include <cmath>
+
+namespace tessera::ops::cpu {
+
+template <typename T>
+void swiglu_forward(const T* in, int64_t count, T* out) {
+  for (int64_t j = 0; j < count; ++j) {
+    const T g = in[2 * j], u = in[2 * j + 1];
+    const T sig = T(1) / (T(1) + std::exp(-g));
+    out[j] = g * sig * u;
+  }
+}
+
+template <typename T>
+void swiglu_backward(const T* dout, const T* in, int64_t count, T* din) {
+  for (int64_t j = 0; j < count; ++j) {
+    const T g = in[2 * j], u = in[2 * j + 1], d = dout[j];
+    const T sig = T(1) / (T(1) + std::exp(-g));
+    din[2 * j] = d * u * sig * (T(1) + g * (T(1) - sig));  // d silu(g) / dg = sig (1 + g (1 - sig))
+    din[2 * j + 1] = d * g * sig;
+  }
+}
+
+template void swiglu_forward<float>(const float*, int64_t, float*);
+template void swiglu_forward<double>(const double*, int64_t, double*);
+template void swiglu_backward<float>(const float*, const float*, int64_t, float*);
+template void swiglu_backward<double>(const double*, const double*, int64_t, double*);
+
+}  // namespace tessera::ops::cpu

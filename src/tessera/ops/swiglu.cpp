@@ -1,0 +1,60 @@
+// SwiGLU dispatch: checks shapes, dtypes and devices, then runs the CPU reference (cpu/swiglu.h) or
+// the CUDA kernel (kernels/swiglu.cu through ops/cuda/elementwise_ops_cuda.cpp).
+#include "tessera/ops/swiglu.h"
+
+#include "tessera/ops/cpu/swiglu.h"
+#include "tessera/ops/cuda_dispatch.h"
+#include "tessera/ops/half_compute.h"
+#include "tessera/ops/op_checks.h"
+
+namespace tessera::ops {
+
+namespace detail {
+std::pair<int64_t, int64_t> check_swiglu_shapes(const char* op, const Tensor& in, const Tensor& half_width,
+                                                const char* half_name) {
+  require_defined(op, in, "in");
+  require_defined(op, half_width, half_name);
+  if (in.ndim() != 2 || in.dim(1) % 2 != 0)
+    TESSERA_FAIL(op, ": in must be [n, 2f] (interleaved gate, up pairs), got ", in.describe());
+  const Shape want{in.dim(0), in.dim(1) / 2};
+  if (half_width.shape() != want)
+    TESSERA_FAIL(op, ": ", half_name, " must be [", want[0], ", ", want[1], "] for in ", in.describe(), ", got ",
+                 half_width.describe());
+  require_same_dtype(op, in, "in", half_width, half_name);
+  return {want[0], want[1]};
+}
+}  // namespace detail
+
+void swiglu_forward(const Tensor& in, const Tensor& out) {
+  const char* op = "swiglu_forward";
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
+    detail::compute_in_f32({in, out}, {false, true}, [&](const std::vector<Tensor>& t) { swiglu_forward(t[0], t[1]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&in, &out})) return TESSERA_CUDA_OP(swiglu_forward(in, out));
+  const auto [n, f] = detail::check_swiglu_shapes(op, in, out, "out");
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::swiglu_forward<T>(in.data_as<T>(), n * f, out.data_as<T>());
+  });
+}
+
+void swiglu_backward(const Tensor& dout, const Tensor& in, const Tensor& din) {
+  const char* op = "swiglu_backward";
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
+    detail::compute_in_f32({dout, in, din}, {false, false, true},
+                           [&](const std::vector<Tensor>& t) { swiglu_backward(t[0], t[1], t[2]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&dout, &in, &din})) return TESSERA_CUDA_OP(swiglu_backward(dout, in, din));
+  const auto [n, f] = detail::check_swiglu_shapes(op, in, dout, "dout");
+  detail::require_same_shape(op, in, "in", din, "din");
+  detail::require_same_dtype(op, in, "in", din, "din");
+  TESSERA_CHECK(din.data() != in.data() || in.numel() == 0, op, ": din must not alias in");
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    cpu::swiglu_backward<T>(dout.data_as<T>(), in.data_as<T>(), n * f, din.data_as<T>());
+  });
+}
+
+}  // namespace tessera::ops
