@@ -403,7 +403,7 @@ Tensor GPTModel::forward_cached(int c, Arena& arena, const Tensor& ids, const Te
     x = chunk.layers[i].forward_cached(arena, x, tokens, batch, key_mask, cache.chunks[c][i], past);
   if (!chunk.layout.has_head) return x;
   if (last_only) x = x.rows((tokens - 1) * batch, tokens * batch);
-  nn::LayerNorm::Saved ln;
+  nn::Norm::Saved ln;
   Tensor hidden = parallel::copy_to_tp_forward(final_layernorm_->forward(arena, x, ln), tp_);
   Tensor logits = arena.allocate(store_.dtype(), {x.dim(0), padded_vocab_ / tp_.size});
   ops::linear_forward(hidden, store_.value(output_weight_), Tensor(), logits);

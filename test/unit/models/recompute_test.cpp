@@ -41,13 +41,13 @@ RunResult run(int64_t layers, const nn::RecomputeConfig& config, int micro_batch
     Tensor tokens(tokens_host.data(), DType::i32, {kBatch, kSeq + 1});
     Tensor mask(mask_host.data(), DType::f32, {kBatch, kSeq});
     nn::DropoutContext dropout{5, 100 + static_cast<uint64_t>(m), true};
-    models::GPTInputs in = model.prepare(arena, tokens, mask);
+    models::GPTInputs in = model.prepare(arena, {tokens, mask, Tensor()});
     models::GPTChunkActivations acts;
     const size_t before = arena.used_bytes();
     model.forward_chunk(0, arena, in, Tensor(), Tensor(), dropout, acts);
     models::LossSum loss = model.chunk_loss(arena, in, acts);
     result.forward_bytes = arena.used_bytes() - before;
-    model.backward_chunk(0, arena, in, Tensor(), 0.5, loss.token_count, dropout, acts);
+    model.backward_chunk(0, arena, in, Tensor(), 0.5 / loss.denominator, dropout, acts);
     result.loss_sum += loss.loss_sum;
     arena.reset();
   }
