@@ -58,8 +58,8 @@ ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
     }
     if (chunk.layout.has_embedding)  // words (and their TP reduction), positions
       m.embedding_and_head += aligned(R * h * d) + (t > 1 ? aligned(Rl * h * d) : 0) + aligned(Rl * h * d);
-    if (chunk.layout.has_head)  // final LayerNorm, gathered hidden (SP), logits, losses, log-sum-exp
-      m.embedding_and_head += layernorm + gathered() + aligned(R * vocab_local * d) + 2 * aligned(R * loss);
+    if (chunk.layout.has_head)  // final LayerNorm, gathered hidden (SP), logits, losses, log-sum-exp, the loss's dlosses
+      m.embedding_and_head += layernorm + gathered() + aligned(R * vocab_local * d) + 3 * aligned(R * loss);
   }
   m.kept_per_micro_batch += m.embedding_and_head;
   m.kept_per_micro_batch_none += m.embedding_and_head;
