@@ -114,7 +114,7 @@ else
 fi
 
 # Largest micro-batch: peak(mb) ~ a + b*mb from two runs, against the GPU's memory less 1 GiB for the
-# CUDA context and libraries (not counted in the peak); the guess and the one above it are run. The
+# CUDA context and libraries (not counted in the peak); from the guess the search walks up while runs fit (down while they do not), at most 6 runs. The
 # search stops at micro-batch 64 (65536 tokens a step: the logits alone pass 2^31 elements beyond
 # ~41, and a step takes seconds): "64 fits" then means "at least 64".
 total_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i 0 | head -1)
@@ -127,20 +127,25 @@ largest() {  # label small_mb small_mib big_mb big_mib overrides...
     "$mb_a" "$mib_a" "$mb_b" "$mib_b" "$total_mib")
   local predicted=$guess
   [ "$guess" -gt "$cap" ] && guess=$cap
-  local fit="" fit_tps="" r tps mb
-  for mb in "$guess" $((guess + 1)); do
-    [ "$mb" -gt "$cap" ] && break
+  # Walk from the guess: up while it fits (to the cap), else down until it fits; at most 6 runs.
+  local fit="" fit_tps="" r tps mb=$guess runs=0 direction=""
+  while [ "$runs" -lt 6 ] && [ "$mb" -ge 1 ] && [ "$mb" -le "$cap" ]; do
+    runs=$((runs + 1))
     read -r r tps < <(bench "${label}_mb$mb" "$mb" "$@")
-    if [[ $r =~ ^[0-9.]+$ ]]; then fit=$mb; fit_tps=$tps; say "(b) $label micro-batch $mb: fits, $r MiB peak, $tps tokens/s"
-    else say "(b) $label micro-batch $mb: does not fit ($r)"; break; fi
+    if [[ $r =~ ^[0-9.]+$ ]]; then
+      say "(b) $label micro-batch $mb: fits, $r MiB peak, $tps tokens/s"
+      fit=$mb; fit_tps=$tps
+      [ "$direction" = down ] && break
+      direction=up; mb=$((mb + 1))
+    else
+      say "(b) $label micro-batch $mb: does not fit ($r)"
+      [ "$direction" = up ] && break
+      direction=down; mb=$((mb - 1))
+    fi
   done
-  if [ -z "$fit" ]; then  # the guess was too high: one step down
-    mb=$((guess - 1))
-    read -r r tps < <(bench "${label}_mb$mb" "$mb" "$@")
-    if [[ $r =~ ^[0-9.]+$ ]]; then fit=$mb; fit_tps=$tps; say "(b) $label micro-batch $mb: fits, $r MiB peak, $tps tokens/s"; fi
-  fi
   local note=""
   [ "${fit:-0}" = "$cap" ] && note=" (the search cap: at least $cap)"
+  [ "$direction" = up ] && [ "$mb" -le "$cap" ] && [ "$fit" = "$((mb - 1))" ] && [ "$runs" -ge 6 ] && note=" (at least: the run limit stopped the search)"
   say "(b) largest micro-batch $label: ${fit:-none found}$note, ${fit_tps:-?} tokens/s (predicted from the peaks: $predicted)"
 }
 if [[ $none8_mib =~ ^[0-9.]+$ && $full8_mib =~ ^[0-9.]+$ ]]; then

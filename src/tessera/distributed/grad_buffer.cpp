@@ -109,6 +109,9 @@ void GradBuffer::load_bucket_from_store(int bucket, const nn::ParameterStore& st
   TESSERA_CHECK(bucket >= 0 && bucket < static_cast<int>(buckets_.size()), "GradBuffer: bucket ", bucket,
                 " outside [0, ", buckets_.size(), ")");
   const Tensor grads = store.all_grads();
+  // The store's gradients are this buffer (ParameterStore::use_external_grads): nothing to copy, and the
+  // padding is zero since zero_grads() cleared the whole buffer and no gradient view covers it.
+  if (grads.data() == buffer_.data()) return;
   if (grads.data() == grad_base_ && store.grad_dtype() == grad_dtype_) {
     ops::segmented_convert(grads, all(), load_tables_[static_cast<size_t>(bucket)]);
   } else {  // another store than the one laid out for (same parameters): a one-off table

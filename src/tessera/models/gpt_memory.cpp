@@ -63,11 +63,11 @@ ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
   }
   m.kept_per_micro_batch += m.embedding_and_head;
   m.kept_per_micro_batch_none += m.embedding_and_head;
-  // Transient, during a micro-batch's backward: the dlogits, and each layer's backward allocations
+  // Transient, during a micro-batch's backward (the dlogits overwrite the logits): each layer's backward allocations
   // (about as many bytes as its forward's): they stay in the micro-batch's arena until its backward
   // ends for the layers LayerStack runs without scratch (none; block's other layers), while
   // recomputation holds one run's forward again and its backward in its scratch arenas.
-  m.workspace = aligned(R * vocab_local * d);
+  m.workspace = 0;
   if (rc.granularity == nn::RecomputeGranularity::full) m.workspace += 2 * largest_run * m.per_layer_none;
   if (rc.granularity == nn::RecomputeGranularity::selective) m.workspace += 2 * m.per_layer_none;
   int64_t unscratched = 0;  // layers whose backward allocates in the micro-batch's arena (the largest chunk)

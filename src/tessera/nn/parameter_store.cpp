@@ -157,9 +157,32 @@ int64_t ParameterStore::global_numel() const {
 }
 
 void ParameterStore::zero_grads() {
-  if (grads_.size() == 0) return;
-  if (device_.is_cpu()) std::memset(grads_.data(), 0, grads_.size());
-  else device_memset_zero(grads_.data(), grads_.size(), device_);
+  const Tensor all = all_grads();
+  if (all.nbytes() == 0) return;
+  if (device_.is_cpu()) std::memset(all.data(), 0, all.nbytes());
+  else device_memset_zero(all.data(), all.nbytes(), device_);
+}
+
+void ParameterStore::use_external_grads(const Tensor& all, const std::vector<Tensor>& grads) {
+  TESSERA_CHECK(allocated_, "ParameterStore::use_external_grads() before allocate()");
+  TESSERA_CHECK(grad_dtype_ == DType::f32 && all.dtype() == DType::f32 && all.device() == device_,
+                "ParameterStore::use_external_grads: needs f32 gradients on ", device_.name(), ", got store gradients ",
+                dtype_name(grad_dtype_), " and external ", all.describe());
+  TESSERA_CHECK(grads.size() == params_.size(), "ParameterStore::use_external_grads: ", grads.size(),
+                " views for ", params_.size(), " parameters");
+  const auto* begin = static_cast<const char*>(all.data());
+  const auto* end = begin + all.nbytes();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& g = grads[i];
+    const auto* first = static_cast<const char*>(g.data());
+    TESSERA_CHECK(g.dtype() == DType::f32 && g.shape() == params_[i].shape && first >= begin &&
+                      first + g.nbytes() <= end,
+                  "ParameterStore::use_external_grads: the view of '", params_[i].name, "' (", g.describe(),
+                  ") is not an f32 ", shape_string(params_[i].shape), " inside the external buffer");
+  }
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].grad = grads[i];
+  external_grads_ = all;
+  grads_ = Buffer();
 }
 
 }  // namespace tessera::nn

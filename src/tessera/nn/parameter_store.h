@@ -80,8 +80,18 @@ class ParameterStore {
   std::vector<int> tied_embeddings() const;
 
   Tensor all_values() const { return values_.as_tensor(dtype_, {numel_}); }
-  Tensor all_grads() const { return grads_.as_tensor(grad_dtype_, {numel_}); }
-  void zero_grads();
+  // Every gradient: the store's own buffer [numel], or the external memory of use_external_grads().
+  Tensor all_grads() const {
+    return external_grads_.defined() ? external_grads_ : grads_.as_tensor(grad_dtype_, {numel_});
+  }
+  void zero_grads();  // clears all_grads() (an external buffer's padding too)
+  // Points every parameter's gradient into f32 memory laid out by the caller (the data-parallel
+  // gradient buffer, distributed/grad_buffer.h), so the main gradients exist once rather than twice,
+  // and frees the store's own gradient buffer. `all` spans every view (padding included; it is what
+  // zero_grads() clears); grads[i] is parameter i's view, shaped like it. The caller keeps the memory
+  // alive while the store's gradients are used.
+  void use_external_grads(const Tensor& all, const std::vector<Tensor>& grads);
+  bool has_external_grads() const { return external_grads_.defined(); }
   int64_t numel() const { return numel_; }      // elements on this rank
   int64_t global_numel() const;                  // elements of the unsplit model (this rank's parameters)
   DType dtype() const { return dtype_; }
@@ -94,6 +104,7 @@ class ParameterStore {
   std::vector<Parameter> params_;
   Buffer values_;
   Buffer grads_;
+  Tensor external_grads_;  // set by use_external_grads(); grads_ is then empty
   int64_t numel_ = 0;
   DType dtype_ = DType::f32;
   DType grad_dtype_ = DType::f32;

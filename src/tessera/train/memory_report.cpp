@@ -13,9 +13,10 @@ MemoryReport memory_report(const TrainingSetup& x) {
   const auto& store = x.model->parameters();
   const auto bytes = static_cast<int64_t>(dtype_size(store.dtype()));
   r.parameters = store.numel() * bytes;
-  r.gradients = store.numel() * bytes;
+  // The store's own gradients, unless they live in the optimizer's f32 reduction buffer.
+  if (!store.has_external_grads()) r.gradients = store.numel() * static_cast<int64_t>(dtype_size(store.grad_dtype()));
   if (x.distributed_optimizer) {
-    r.gradients += x.distributed_optimizer->grad_buffer().numel() * 4;  // fp32 reduction buffer
+    r.gradients += x.distributed_optimizer->grad_buffer().numel() * 4;  // f32 reduction buffer
     r.optimizer_state = static_cast<int64_t>(x.distributed_optimizer->state_bytes());  // fp32 main params, m, v
   } else if (x.adamw) {
     r.optimizer_state = static_cast<int64_t>(x.adamw->state_bytes());
