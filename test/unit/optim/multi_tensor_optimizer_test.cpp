@@ -226,6 +226,38 @@ TEST(MultiTensorOps, GradBufferLoadZeroesPaddingAndConvertsEveryGradient) {
     if (!covered[k]) ASSERT_EQ(all[k], 0.0f) << "padding element " << k << " not zeroed";
 }
 
+// f32 gradients are kept once: the store's gradient views point into the optimizer's reduction buffer
+// (padded and reordered), zero_grads() clears that whole buffer, and a bf16 store on the CPU (bf16
+// gradients) keeps its own.
+TEST(MultiTensorOptimizer, F32StoreGradientsLiveInTheReductionBuffer) {
+  nn::ParameterStore store;
+  for (size_t i = 0; i < kShapes.size(); ++i) store.add("p" + std::to_string(i), kShapes[i], nn::Init::normal, 0.02, true);
+  store.allocate(DType::f32, Device::cpu());
+  DistributedOptimizerOptions options;
+  options.shard_over_data_parallel = true;
+  options.bucket_size = 800;
+  const std::vector<bool> flags(kShapes.size(), true);
+  DistributedOptimizer optimizer(store, one_rank_context(), options, flags, flags);
+  const parallel::GradBuffer& buffer = optimizer.grad_buffer();
+  ASSERT_TRUE(store.has_external_grads());
+  EXPECT_EQ(store.all_grads().data(), buffer.all().data());
+  for (size_t i = 0; i < kShapes.size(); ++i) {
+    const int p = static_cast<int>(i);
+    EXPECT_EQ(store.grad(p).data(), buffer.param_grad(p).data()) << "parameter " << i;
+    EXPECT_EQ(store.grad(p).shape(), kShapes[i]);
+  }
+  ops::fill(buffer.all(), NAN);
+  store.zero_grads();
+  for (float x : to_f32(buffer.all())) ASSERT_EQ(x, 0.0f);
+
+  nn::ParameterStore half;
+  half.add("w", {33, 3}, nn::Init::normal, 0.02, true);
+  half.allocate(DType::bf16, Device::cpu());
+  DistributedOptimizer half_optimizer(half, one_rank_context(), DistributedOptimizerOptions{}, {true}, {true});
+  EXPECT_FALSE(half.has_external_grads());
+  EXPECT_NE(half.all_grads().data(), half_optimizer.grad_buffer().all().data());
+}
+
 TEST(MultiTensorOps, TablesOutsideTheTensorsAreRejected) {
   std::vector<float> src(10, 1.0f), dst(10, 0.0f);
   Tensor s(src.data(), DType::f32, {10}), d(dst.data(), DType::f32, {10});
