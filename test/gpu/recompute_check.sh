@@ -85,7 +85,7 @@ bench() {  # name micro_batch overrides... ; prints "peak_mib tokens_per_second"
   local line
   line=$(grep '^{"benchmark"' "$logs/$name.log" | tail -1)
   if [ -z "$line" ]; then
-    if grep -qi "out of memory" "$logs/$name.log"; then echo oom; else echo error; fi
+    if grep -qiE "out of (GPU )?memory" "$logs/$name.log"; then echo oom; else echo error; fi
     return
   fi
   echo "$line" >>"$out/recompute_bench.jsonl"
@@ -131,7 +131,7 @@ largest() {  # label small_mb small_mib big_mb big_mib overrides...
   local fit="" fit_tps="" r tps mb=$guess runs=0 direction=""
   while [ "$runs" -lt 6 ] && [ "$mb" -ge 1 ] && [ "$mb" -le "$cap" ]; do
     runs=$((runs + 1))
-    read -r r tps < <(bench "${label}_mb$mb" "$mb" "$@")
+    read -r r tps _ < <(bench "${label}_mb$mb" "$mb" "$@")
     if [[ $r =~ ^[0-9.]+$ ]]; then
       say "(b) $label micro-batch $mb: fits, $r MiB peak, $tps tokens/s"
       fit=$mb; fit_tps=$tps
