@@ -20,29 +20,29 @@ mkdir -p "$work"
 json() { grep -o "\"$1\": [0-9.]*" | tail -1 | awk '{print $2}'; }
 best() { sort -g | tail -1; }
 
-out=$("$bin/tessera-bench" ckpt --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --repeats "$repeats" \
-  --dir "$work/ckpt")
-echo "$out"
-save=$(echo "$out" | grep -o '"save_MBps": [0-9.]*' | awk '{print $2}' | best)
-load=$(echo "$out" | grep -o '"load_MBps": [0-9.]*' | awk '{print $2}' | best)
-bytes=$(echo "$out" | grep summary | json bytes)
-folder=$(ls -d "$work"/ckpt/iter_* | tail -1)
-
-cat "$folder"/*.h5 >/dev/null  # warm
-dd_read=0
+# Each round saves and loads once, then dd writes as many bytes and reads the saved files, so a disk
+# or page cache whose speed drifts (other jobs on the machine) affects both sides of each ratio alike;
+# the best round of each figure is kept.
+save=0 load=0 dd_read=0 dd_write=0 bytes=0
 for r in $(seq "$repeats"); do
-  start=$(date +%s.%N)
-  for f in "$folder"/*.h5; do dd if="$f" of=/dev/null bs=4M status=none; done
-  mbps=$(echo "$bytes $start $(date +%s.%N)" | awk '{printf "%.1f", $1 / 1e6 / ($3 - $2)}')
-  dd_read=$(printf '%s\n%s\n' "$dd_read" "$mbps" | best)
-done
-dd_write=0
-for r in $(seq "$repeats"); do
+  rm -rf "$work/ckpt"
+  out=$("$bin/tessera-bench" ckpt --layers 12 --hidden 768 --heads 12 --vocab 50257 --seq 1024 --repeats 1 \
+    --dir "$work/ckpt")
+  echo "$out"
+  save=$(printf '%s\n%s\n' "$save" "$(echo "$out" | grep -o '"save_MBps": [0-9.]*' | awk '{print $2}' | best)" | best)
+  load=$(printf '%s\n%s\n' "$load" "$(echo "$out" | grep -o '"load_MBps": [0-9.]*' | awk '{print $2}' | best)" | best)
+  bytes=$(echo "$out" | grep summary | json bytes)
+  folder=$(ls -d "$work"/ckpt/iter_* | tail -1)
   start=$(date +%s.%N)
   dd if=/dev/zero of="$work/dd.out" bs=4M count=$((bytes / 4194304)) conv=fdatasync status=none
   mbps=$(echo "$((bytes / 4194304 * 4194304)) $start $(date +%s.%N)" | awk '{printf "%.1f", $1 / 1e6 / ($3 - $2)}')
   dd_write=$(printf '%s\n%s\n' "$dd_write" "$mbps" | best)
   rm -f "$work/dd.out"
+  cat "$folder"/*.h5 >/dev/null  # warm, as the load above found them
+  start=$(date +%s.%N)
+  for f in "$folder"/*.h5; do dd if="$f" of=/dev/null bs=4M status=none; done
+  mbps=$(echo "$bytes $start $(date +%s.%N)" | awk '{printf "%.1f", $1 / 1e6 / ($3 - $2)}')
+  dd_read=$(printf '%s\n%s\n' "$dd_read" "$mbps" | best)
 done
 
 slices=$("$bin/ckpt_reshard_bench" "$folder" 2 "$repeats")
