@@ -75,7 +75,7 @@ train::Config tiny(bool deterministic) {
   return train::load_config(
       "", base({"model.num_layers=1", "model.hidden_size=16", "model.num_attention_heads=2", "model.seq_length=8",
                 "training.micro_batch_size=2", "training.global_batch_size=2", "training.train_iters=3",
-                "training.eval_interval=0", "logging.log_interval=100",
+                "training.eval_interval=0", "optimizer.lr_warmup_iters=1", "logging.log_interval=100",
                 std::string("training.deterministic_mode=") + (deterministic ? "true" : "false")}));
 }
 
