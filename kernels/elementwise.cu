@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/common.cuh"
+#include "kernels/det_partials.cuh"
 #include "kernels/kernels.h"
 
 namespace tessera::kernels {
@@ -74,14 +75,17 @@ __global__ void convert_kernel(const S* src, int64_t n, D* dst) {
 }
 
 template <typename T>
-__global__ void sum_of_squares_kernel(const T* x, int64_t n, double* total) {
+__global__ void sum_of_squares_kernel(const T* x, int64_t n, double* total, double* partials) {
   float acc = 0.0f;
   GRID_STRIDE(i, n) {
     const float v = load_f(x + i);
     acc += v * v;
   }
   acc = block_reduce<false>(acc);
-  if (threadIdx.x == 0) atomicAdd(total, static_cast<double>(acc));
+  if (threadIdx.x == 0) {
+    if (partials) partials[blockIdx.x] = static_cast<double>(acc);  // deterministic mode
+    else atomicAdd(total, static_cast<double>(acc));
+  }
 }
 
 // One block of 32 x 32 threads per 32 columns; threadIdx.y strides over the rows.
@@ -189,11 +193,14 @@ void convert(DType src_t, const void* src, DType dst_t, void* dst, int64_t n, cu
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
-void sum_of_squares(DType t, const void* x, int64_t n, double* total, cudaStream_t s) {
+void sum_of_squares(DType t, const void* x, int64_t n, double* total, cudaStream_t s, double* partials) {
   if (n == 0) return;
-  TESSERA_DEVICE_FLOAT_SWITCH(t, T, sum_of_squares_kernel<T><<<std::min(grid_for(n), 132u * 4), kThreads, 0, s>>>(
-      static_cast<const T*>(x), n, total));
+  const unsigned blocks = std::min(grid_for(n), 132u * 4);
+  static_assert(132 * 4 <= kReductionPartials, "sum_of_squares: more blocks than partials");
+  TESSERA_DEVICE_FLOAT_SWITCH(t, T, sum_of_squares_kernel<T><<<blocks, kThreads, 0, s>>>(
+      static_cast<const T*>(x), n, total, partials));
   TESSERA_KERNEL_LAUNCH_CHECK();
+  if (partials) add_partials_in_order(partials, blocks, total, s);
 }
 
 void column_sum_accumulate(DType t, const void* dout, int64_t rows, int64_t cols, DType g, void* dbias,

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -297,6 +298,8 @@ struct BackwardParams {
   const uint8_t* mask;
   void* dqkv;
   float* dq_accum;  // [s, b, na, hn]
+  float* dq_slices;  // deterministic mode: [key blocks][s, b, na, hn], each key block's dQ partial; else null
+  int64_t dq_slice_floats;
   int seq, batch, heads, groups;
   bool causal;
   float scale, scale_log2;
@@ -531,10 +534,14 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
     for (int r = 0; r < 2; ++r) {
       const int q = q0 + dq_m0 + gr + 8 * r;
       if (q < seq) {
-        float* acc = p.dq_accum + ((static_cast<int64_t>(q) * p.batch + bi) * heads + h) * HN + dq_c0 + 2 * tq;
+        float* acc = (p.dq_slices ? p.dq_slices + blockIdx.x * p.dq_slice_floats : p.dq_accum) +
+                     ((static_cast<int64_t>(q) * p.batch + bi) * heads + h) * HN + dq_c0 + 2 * tq;
 #pragma unroll
-        for (int dt = 0; dt < COLS / 8; ++dt)
-          atomicAdd(reinterpret_cast<float2*>(acc + dt * 8), make_float2(dq[dt][2 * r], dq[dt][2 * r + 1]));
+        for (int dt = 0; dt < COLS / 8; ++dt) {
+          const float2 v = make_float2(dq[dt][2 * r], dq[dt][2 * r + 1]);
+          if (p.dq_slices) *reinterpret_cast<float2*>(acc + dt * 8) = v;  // own slice: no other writer
+          else atomicAdd(reinterpret_cast<float2*>(acc + dt * 8), v);
+        }
       }
     }
     __syncthreads();  // stage and dS^T are reused next iteration
@@ -555,6 +562,17 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
         *reinterpret_cast<uint32_t*>(dv_row + dt * 8 + 2 * tq) = pack2<T>(dv[dt][2 * r], dv[dt][2 * r + 1]);
       }
     }
+  }
+}
+
+// Deterministic mode: dq_accum[i] = sum over key blocks, in block order, of slices[block][i] (the
+// slices were zeroed first, so a block that skipped a query tile adds 0).
+__global__ void flash_backward_sum_dq_slices_kernel(const float* slices, int64_t slice_floats, int blocks,
+                                                    int64_t n, float* dq_accum) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float acc = 0.0f;
+    for (int b = 0; b < blocks; ++b) acc += slices[b * slice_floats + i];
+    dq_accum[i] = acc;
   }
 }
 
@@ -589,6 +607,12 @@ size_t dq_accum_bytes(const FlashAttentionArgs& a) {
   return (bytes + 255) / 256 * 256;
 }
 
+// Deterministic mode's dQ slices follow dq_accum and D in the scratch.
+size_t dq_slices_offset(const FlashAttentionArgs& a) {
+  const size_t dsum_bytes = static_cast<size_t>(a.batch * a.num_heads * a.seq) * sizeof(float);
+  return dq_accum_bytes(a) + (dsum_bytes + 255) / 256 * 256;
+}
+
 template <typename T, int HN>
 void launch_backward(const void* dout, const void* qkv, const void* out, const float* lse, const uint8_t* mask,
                      const FlashAttentionArgs& a, void* dqkv, void* scratch, cudaStream_t stream) {
@@ -612,8 +636,21 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
   p.alibi_heads = static_cast<int>(a.alibi_heads), p.alibi_first_head = static_cast<int>(a.alibi_first_head);
   const dim3 grid(static_cast<unsigned>((a.seq + kBwdBlockN - 1) / kBwdBlockN),
                   static_cast<unsigned>(a.num_query_groups), static_cast<unsigned>(a.batch));
+  p.dq_slices = nullptr;
+  p.dq_slice_floats = static_cast<int64_t>(dq_accum_bytes(a) / sizeof(float));
+  if (a.deterministic) {
+    p.dq_slices = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_slices_offset(a));
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(p.dq_slices, 0, grid.x * dq_accum_bytes(a), stream));
+  }
   flash_backward_kernel<T, HN><<<grid, kThreads, smem, stream>>>(p);
   TESSERA_KERNEL_LAUNCH_CHECK();
+  if (a.deterministic) {
+    const int64_t n = rows * HN;
+    flash_backward_sum_dq_slices_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 132 * 16)), 256, 0,
+                                          stream>>>(p.dq_slices, p.dq_slice_floats, static_cast<int>(grid.x), n,
+                                                    dq_accum);
+    TESSERA_KERNEL_LAUNCH_CHECK();
+  }
   const int64_t pairs = rows * HN / 2;
   flash_backward_write_dq_kernel<T, HN><<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, stream>>>(
       dq_accum, static_cast<T*>(dqkv), pairs, static_cast<int>(a.num_heads), static_cast<int>(a.num_query_groups));
@@ -648,7 +685,8 @@ void flash_attention_forward(DType t, const void* qkv, const uint8_t* key_paddin
 }
 
 size_t flash_attention_backward_scratch_bytes(const FlashAttentionArgs& a) {
-  return dq_accum_bytes(a) + static_cast<size_t>(a.batch * a.num_heads * a.seq) * sizeof(float);
+  const size_t key_blocks = static_cast<size_t>((a.seq + kBwdBlockN - 1) / kBwdBlockN);
+  return dq_slices_offset(a) + (a.deterministic ? key_blocks * dq_accum_bytes(a) : 0);
 }
 
 void flash_attention_backward(DType t, const void* dout, const void* qkv, const void* out, const float* lse,

@@ -19,6 +19,10 @@ struct FlashAttentionArgs {
   // ALiBi (ops/alibi.h): alibi_heads > 0 adds -slope_h |i - j| to the scaled scores, head h being
   // global head alibi_first_head + h of alibi_heads (slopes computed in the kernel; no bias tensor).
   int64_t alibi_heads = 0, alibi_first_head = 0;
+  // Deterministic mode (backward): each key block writes its dQ partial to its own f32 slice of the
+  // scratch ([key blocks] x [s, b, na, hn] more) and a second kernel adds the slices in block order,
+  // instead of atomics into one accumulator. Bitwise the same on every run.
+  bool deterministic = false;
 };
 
 // True for the storage dtypes and head dims the kernels are built for (bf16/f16; 64, 128).

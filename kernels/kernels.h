@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "tessera/core/dtype.h"
@@ -27,8 +28,11 @@ void add(DType t, const void* a, const void* b, int64_t n, void* out, cudaStream
 void scale(DType t, void* dst, int64_t n, double factor, cudaStream_t s);
 void fill(DType t, void* dst, int64_t n, double value, cudaStream_t s);  // float and integer dtypes
 void convert(DType src_t, const void* src, DType dst_t, void* dst, int64_t n, cudaStream_t s);
+// Deterministic scalar sums take `partials` (kReductionPartials doubles of device scratch, or null for
+// the atomic path): per-block partial sums, added to *total in block order by a second kernel.
+constexpr int64_t kReductionPartials = 1024;
 // *total (device double) += sum x^2 (fp32 per block, double across blocks).
-void sum_of_squares(DType t, const void* x, int64_t n, double* total, cudaStream_t s);
+void sum_of_squares(DType t, const void* x, int64_t n, double* total, cudaStream_t s, double* partials = nullptr);
 // dbias[c] += sum_r dout[r, c]; dbias of dtype g (f32 main grad or t).
 void column_sum_accumulate(DType t, const void* dout, int64_t rows, int64_t cols, DType g, void* dbias, cudaStream_t s);
 // AdamW on f32 param/grad/moments; bias corrections precomputed by the caller.
@@ -38,17 +42,23 @@ void adamw(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, i
 // --- embedding.cu (an id outside [0, V) gives a NaN row / no gradient; the host cannot check without a sync)
 void embedding_forward(DType t, const int32_t* ids, int64_t n, const void* table, int64_t vocab, int64_t hidden,
                        void* out, cudaStream_t s);
+// det_scratch (embedding_backward_scratch_bytes(n) bytes) or null: deterministic (sorted, no atomics;
+// bitwise the CPU reference's sum in position order) or the atomic scatter-add.
+size_t embedding_backward_scratch_bytes(int64_t n);
 void embedding_backward(DType t, const int32_t* ids, int64_t n, const void* dout, int64_t vocab, int64_t hidden,
-                        DType g, void* dtable, cudaStream_t s);
+                        DType g, void* dtable, cudaStream_t s, void* det_scratch = nullptr);
+
+// Deterministic mode (ops/deterministic_mode.h): a launcher taking `deterministic` then reduces in a
+// fixed order (no float atomics), so its result is bitwise the same on every run.
 
 // --- layernorm.cu: mean/rstd of dtype stat_t (t or f32); weight/bias of dtype t; dweight/dbias of g.
 void layernorm_forward(DType t, const void* in, const void* weight, const void* bias, double eps, int64_t rows,
                        int64_t hidden, void* out, DType stat_t, void* mean, void* rstd, cudaStream_t s);
-// scratch: layernorm_backward_scratch_floats(hidden) floats of device memory.
-int64_t layernorm_backward_scratch_floats(int64_t hidden);
+// scratch: layernorm_backward_scratch_floats(rows, hidden, deterministic) floats of device memory.
+int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool deterministic);
 void layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
                         const void* rstd, int64_t rows, int64_t hidden, void* din, DType g, void* dweight, void* dbias,
-                        float* scratch, cudaStream_t s);
+                        float* scratch, cudaStream_t s, bool deterministic = false);
 
 // --- softmax.cu: attention softmax on scores [batch, heads, seq, seq] in place (scores already scaled).
 // alibi_heads > 0: ALiBi first (score -= slope |i - j|, head h being global head alibi_first_head + h).
@@ -75,14 +85,16 @@ void cross_entropy_backward(DType t, const void* logits, const int32_t* targets,
 void vocab_parallel_embedding_forward(DType t, const int32_t* ids, int64_t n, const void* table, int64_t first_id,
                                       int64_t vocab, int64_t hidden, void* out, cudaStream_t s, float outside = 0.0f);
 void vocab_parallel_embedding_backward(DType t, const int32_t* ids, int64_t n, const void* dout, int64_t first_id,
-                                       int64_t vocab, int64_t hidden, DType g, void* dtable, cudaStream_t s);
+                                       int64_t vocab, int64_t hidden, DType g, void* dtable, cudaStream_t s,
+                                       void* det_scratch = nullptr);
 
 // --- bias_rows.cu: out[r, c] += bias[c] (same dtype t).
 void add_bias_rows(DType t, void* out, const void* bias, int64_t rows, int64_t cols, cudaStream_t s);
 
 // --- loss.cu
 // *total (device double) += sum over i with mask[i] != 0 of mask[i] * values[i] (values, mask of loss_t).
-void masked_sum(DType loss_t, const void* values, const void* mask, int64_t n, double* total, cudaStream_t s);
+void masked_sum(DType loss_t, const void* values, const void* mask, int64_t n, double* total, cudaStream_t s,
+                double* partials = nullptr);
 // Vocabulary-parallel cross entropy on this rank's columns [vocab_start, vocab_start + valid) of the
 // real vocabulary (logits [n, vocab] of t, columns >= valid are padding): row maxima, then (after the
 // max all-reduce) sums[2 row] = target logit - max (0 when the target is elsewhere) and
@@ -101,10 +113,11 @@ void vocab_parallel_backward(DType t, const void* logits, const int32_t* targets
 // weight of dtype t; dweight of g (f32 main grad or t), accumulated (+=).
 void rmsnorm_forward(DType t, const void* in, const void* weight, double eps, int64_t rows, int64_t hidden, void* out,
                      DType stat_t, void* rstd, cudaStream_t s);
-// scratch: rmsnorm_backward_scratch_floats(hidden) floats of device memory.
-int64_t rmsnorm_backward_scratch_floats(int64_t hidden);
+// scratch: rmsnorm_backward_scratch_floats(rows, hidden, deterministic) floats of device memory.
+int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool deterministic);
 void rmsnorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* rstd,
-                      int64_t rows, int64_t hidden, void* din, DType g, void* dweight, float* scratch, cudaStream_t s);
+                      int64_t rows, int64_t hidden, void* din, DType g, void* dweight, float* scratch, cudaStream_t s,
+                      bool deterministic = false);
 
 // --- rope.cu: rotary embedding in place on rows [seq, batch, row_width]; in each row, `groups` groups
 // (group_stride elements apart) of `heads` consecutive head vectors of head_dim (even) from `offset`.

@@ -1,9 +1,12 @@
 // LayerNorm forward/backward: one warp per row with fp32 statistics; the backward accumulates the
 // weight/bias gradients per block in shared memory, then across blocks in an fp32 scratch, then adds
-// them into dweight/dbias (f32 main grad or the activation dtype).
+// them into dweight/dbias (f32 main grad or the activation dtype). Deterministic mode: no atomics;
+// a column kernel writes per-chunk partial sums (rows of a chunk in a fixed order) to the scratch
+// and the final kernel adds the chunks in chunk order (det_column_sums.cuh).
 #include <algorithm>
 
 #include "kernels/common.cuh"
+#include "kernels/det_column_sums.cuh"
 #include "kernels/kernels.h"
 
 namespace tessera::kernels {
@@ -39,7 +42,8 @@ __global__ void layernorm_forward_kernel(const T* in, const T* weight, const T* 
 }
 
 // column_sums: [2 hidden] fp32 (dweight then dbias); shared when kShared, else global scratch directly.
-template <typename T, typename S, bool kShared>
+// kSums false: din only (deterministic mode; the weight/bias sums come from layernorm_column_partials).
+template <typename T, typename S, bool kShared, bool kSums = true>
 __global__ void layernorm_backward_kernel(const T* dout, const T* in, const T* weight, const S* mean_in,
                                           const S* rstd_in, int64_t rows, int64_t hidden, T* din, float* scratch) {
   extern __shared__ float shared_sums[];
@@ -67,22 +71,61 @@ __global__ void layernorm_backward_kernel(const T* dout, const T* in, const T* w
     for (int64_t j = lane; j < hidden; j += 32) {
       const float dyj = load_f(dy + j);  // read before din (which may alias dout) is written
       const float xhat = (load_f(x + j) - mean) * rstd;
-      atomicAdd(sums + j, dyj * xhat);
-      atomicAdd(sums + hidden + j, dyj);
+      if (kSums) {
+        atomicAdd(sums + j, dyj * xhat);
+        atomicAdd(sums + hidden + j, dyj);
+      }
       store_f(dx + j, rstd * (dyj * load_f(weight + j) - sum_g - xhat * sum_gx));
     }
   }
-  if (kShared) {
+  if (kShared && kSums) {
     __syncthreads();
     for (int64_t j = threadIdx.x; j < 2 * hidden; j += blockDim.x) atomicAdd(scratch + j, shared_sums[j]);
   }
 }
 
+// Deterministic mode: partial[chunk][j] = sum of dy xhat, partial[chunk][hidden + j] = sum of dy over
+// the chunk's rows, each thread's rows in increasing order, the kDetRowThreads threads of a column
+// summed in thread order.
+template <typename T, typename S>
+__global__ void layernorm_column_partials_kernel(const T* dout, const T* in, const S* mean_in, const S* rstd_in,
+                                                 int64_t rows, int64_t hidden, int64_t chunk_rows, float* partial) {
+  __shared__ float part_w[kDetRowThreads][33], part_b[kDetRowThreads][33];
+  const int64_t j = blockIdx.x * int64_t(32) + threadIdx.x;
+  const int64_t begin = blockIdx.y * chunk_rows, end = min(rows, begin + chunk_rows);
+  float acc_w = 0.0f, acc_b = 0.0f;
+  if (j < hidden)
+    for (int64_t row = begin + threadIdx.y; row < end; row += kDetRowThreads) {
+      const float dyj = load_f(dout + row * hidden + j);
+      const float xhat = (load_f(in + row * hidden + j) - load_f(mean_in + row)) * load_f(rstd_in + row);
+      acc_w += dyj * xhat;
+      acc_b += dyj;
+    }
+  part_w[threadIdx.y][threadIdx.x] = acc_w;
+  part_b[threadIdx.y][threadIdx.x] = acc_b;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < hidden) {
+    float w = 0.0f, b = 0.0f;
+    for (int k = 0; k < kDetRowThreads; ++k) {
+      w += part_w[k][threadIdx.x];
+      b += part_b[k][threadIdx.x];
+    }
+    partial[blockIdx.y * 2 * hidden + j] = w;
+    partial[blockIdx.y * 2 * hidden + hidden + j] = b;
+  }
+}
+
+// dweight[j] += sum over chunks (in order) of scratch[chunk][j]; dbias from scratch[chunk][hidden + j].
 template <typename G>
-__global__ void add_column_sums_kernel(const float* scratch, int64_t hidden, G* dweight, G* dbias) {
+__global__ void add_column_sums_kernel(const float* scratch, int64_t hidden, int64_t chunks, G* dweight, G* dbias) {
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < hidden; j += int64_t(gridDim.x) * blockDim.x) {
-    store_f(dweight + j, load_f(dweight + j) + scratch[j]);
-    store_f(dbias + j, load_f(dbias + j) + scratch[hidden + j]);
+    float w = scratch[j], b = scratch[hidden + j];
+    for (int64_t c = 1; c < chunks; ++c) {
+      w += scratch[c * 2 * hidden + j];
+      b += scratch[c * 2 * hidden + hidden + j];
+    }
+    store_f(dweight + j, load_f(dweight + j) + w);
+    store_f(dbias + j, load_f(dbias + j) + b);
   }
 }
 
@@ -102,12 +145,34 @@ void layernorm_forward(DType t, const void* in, const void* weight, const void* 
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
-int64_t layernorm_backward_scratch_floats(int64_t hidden) { return 2 * hidden; }
+int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool deterministic) {
+  return (deterministic ? det_column_chunks(rows) : 1) * 2 * hidden;
+}
 
 void layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
                         const void* rstd, int64_t rows, int64_t hidden, void* din, DType g, void* dweight, void* dbias,
-                        float* scratch, cudaStream_t s) {
+                        float* scratch, cudaStream_t s, bool deterministic) {
   if (hidden == 0) return;
+  if (deterministic) {
+    // The column sums read dout before din (which may alias it) is written.
+    const int64_t chunks = det_column_chunks(rows), chunk_rows = det_chunk_rows(rows);
+    if (rows > 0) {
+      TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S,
+          layernorm_column_partials_kernel<T, S><<<det_column_grid(hidden, rows), dim3(32, kDetRowThreads), 0, s>>>(
+              static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const S*>(mean),
+              static_cast<const S*>(rstd), rows, hidden, chunk_rows, scratch);
+          layernorm_backward_kernel<T, S, false, false><<<row_blocks(rows, 2), 32 * kRowsPerBlock, 0, s>>>(
+              static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
+              static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch)));
+      TESSERA_KERNEL_LAUNCH_CHECK();
+    } else {
+      TESSERA_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * 2 * hidden, s));
+    }
+    TESSERA_DEVICE_FLOAT_SWITCH(g, G, add_column_sums_kernel<G><<<static_cast<unsigned>((hidden + 255) / 256), 256, 0, s>>>(
+        scratch, hidden, rows > 0 ? chunks : 1, static_cast<G*>(dweight), static_cast<G*>(dbias)));
+    TESSERA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
   TESSERA_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * 2 * hidden, s));
   if (rows > 0) {
     const size_t shared_bytes = sizeof(float) * 2 * hidden;
@@ -124,7 +189,7 @@ void layernorm_backward(DType t, const void* dout, const void* in, const void* w
     TESSERA_KERNEL_LAUNCH_CHECK();
   }
   TESSERA_DEVICE_FLOAT_SWITCH(g, G, add_column_sums_kernel<G><<<static_cast<unsigned>((hidden + 255) / 256), 256, 0, s>>>(
-      scratch, hidden, static_cast<G*>(dweight), static_cast<G*>(dbias)));
+      scratch, hidden, 1, static_cast<G*>(dweight), static_cast<G*>(dbias)));
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "kernels/common.cuh"
+#include "kernels/det_partials.cuh"
 #include "kernels/kernels.h"
 
 namespace tessera::kernels {
@@ -13,7 +14,7 @@ namespace {
 constexpr int kRowThreads = 512;
 
 template <typename L>
-__global__ void masked_sum_kernel(const L* values, const L* mask, int64_t n, double* total) {
+__global__ void masked_sum_kernel(const L* values, const L* mask, int64_t n, double* total, double* partials) {
   float acc = 0.0f;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
@@ -21,7 +22,10 @@ __global__ void masked_sum_kernel(const L* values, const L* mask, int64_t n, dou
     if (m != 0.0f) acc += m * load_f(values + i);  // masked-out NaN / Inf losses do not count
   }
   acc = block_reduce<false>(acc);
-  if (threadIdx.x == 0) atomicAdd(total, static_cast<double>(acc));
+  if (threadIdx.x == 0) {
+    if (partials) partials[blockIdx.x] = static_cast<double>(acc);  // deterministic mode
+    else atomicAdd(total, static_cast<double>(acc));
+  }
 }
 
 template <typename T>
@@ -76,12 +80,15 @@ __global__ void vocab_parallel_backward_kernel(const T* logits, const int32_t* t
 
 }  // namespace
 
-void masked_sum(DType t, const void* values, const void* mask, int64_t n, double* total, cudaStream_t s) {
+void masked_sum(DType t, const void* values, const void* mask, int64_t n, double* total, cudaStream_t s,
+                double* partials) {
   if (n == 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 264));
+  static_assert(264 <= kReductionPartials, "masked_sum: more blocks than partials");
   TESSERA_DEVICE_FLOAT_SWITCH(t, L, masked_sum_kernel<L><<<blocks, 256, 0, s>>>(
-      static_cast<const L*>(values), static_cast<const L*>(mask), n, total));
+      static_cast<const L*>(values), static_cast<const L*>(mask), n, total, partials));
   TESSERA_KERNEL_LAUNCH_CHECK();
+  if (partials) add_partials_in_order(partials, blocks, total, s);
 }
 
 void vocab_parallel_row_max(DType t, const void* logits, int64_t n, int64_t vocab, int64_t valid, float* row_max,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/common.cuh"
+#include "kernels/det_partials.cuh"
 #include "kernels/multi_tensor.h"
 
 namespace tessera::kernels {
@@ -67,7 +68,7 @@ __device__ __forceinline__ double block_sum_double(double v) {
 }
 
 __global__ void segmented_grad_stats_kernel(DeviceSegmentTable table, float* __restrict__ grads, float unscale,
-                                            double* __restrict__ stats) {
+                                            double* __restrict__ stats, double* __restrict__ partials) {
   const bool rescale = unscale != 1.0f;
   for (int64_t c = blockIdx.x; c < table.num_chunks; c += gridDim.x) {
     const DeviceChunk chunk = table.chunks[c];
@@ -98,7 +99,9 @@ __global__ void segmented_grad_stats_kernel(DeviceSegmentTable table, float* __r
     const bool any_nonfinite = __syncthreads_or(nonfinite) != 0;
     const double sum = block_sum_double(acc);
     if (threadIdx.x == 0) {
-      if (seg.flags & kSegmentCountedInNorm) atomicAdd(stats, sum);
+      const double counted = (seg.flags & kSegmentCountedInNorm) ? sum : 0.0;
+      if (partials) partials[c] = counted;  // deterministic mode: added in chunk order afterwards
+      else if (seg.flags & kSegmentCountedInNorm) atomicAdd(stats, sum);
       if (any_nonfinite) atomicAdd(stats + 1, 1.0);
     }
   }
@@ -174,10 +177,11 @@ void segmented_convert(const DeviceSegmentTable& table, DType src_t, const void*
 }
 
 void segmented_grad_stats(const DeviceSegmentTable& table, float* grads, float unscale, double* stats,
-                          cudaStream_t s) {
+                          cudaStream_t s, double* partials) {
   if (table.num_chunks == 0) return;
-  segmented_grad_stats_kernel<<<blocks_for(table), kThreads, 0, s>>>(table, grads, unscale, stats);
+  segmented_grad_stats_kernel<<<blocks_for(table), kThreads, 0, s>>>(table, grads, unscale, stats, partials);
   TESSERA_KERNEL_LAUNCH_CHECK();
+  if (partials) add_partials_in_order(partials, table.num_chunks, stats, s);
 }
 
 void pack_grad_stats(const double* stats, float* packed, cudaStream_t s) {

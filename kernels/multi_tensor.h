@@ -49,8 +49,11 @@ void segmented_convert(const DeviceSegmentTable& table, DType src_t, const void*
 // On f32 grads: when unscale != 1 every segment is first scaled in place (g = g * unscale in fp32);
 // then stats[0] += sum of g^2 over kSegmentCountedInNorm segments (double accumulation) and
 // stats[1] += the number of chunks holding a non-finite value (any segment). stats: 2 device doubles.
+// partials (table.num_chunks device doubles) or null: deterministic mode, each chunk's sum written to
+// partials[chunk] and added to stats[0] in chunk order by a second kernel (the non-finite count adds
+// exact integers, so its atomics are order-independent) or the atomic path.
 void segmented_grad_stats(const DeviceSegmentTable& table, float* grads, float unscale, double* stats,
-                          cudaStream_t s);
+                          cudaStream_t s, double* partials = nullptr);
 
 // {sum, nonfinite} (device doubles) -> {f32 high part, f32 low part, f32 nonfinite} for an f32 all-reduce.
 void pack_grad_stats(const double* stats, float* packed, cudaStream_t s);

@@ -1,9 +1,11 @@
 // RMSNorm forward/backward (Megatron / Llama): one warp per row with fp32 statistics; the backward
 // accumulates the weight gradient per block in shared memory, then across blocks in an fp32 scratch,
-// then adds it into dweight (f32 main grad or the activation dtype), as layernorm.cu does.
+// then adds it into dweight (f32 main grad or the activation dtype), as layernorm.cu does (also its
+// deterministic mode: per-chunk partial column sums added in chunk order, det_column_sums.cuh).
 #include <algorithm>
 
 #include "kernels/common.cuh"
+#include "kernels/det_column_sums.cuh"
 #include "kernels/kernels.h"
 
 namespace tessera::kernels {
@@ -32,7 +34,8 @@ __global__ void rmsnorm_forward_kernel(const T* in, const T* weight, float eps, 
 }
 
 // dweight column sums: [hidden] fp32, in shared memory when kShared, else the global scratch directly.
-template <typename T, typename S, bool kShared>
+// kSums false: din only (deterministic mode; the weight sums come from rmsnorm_column_partials).
+template <typename T, typename S, bool kShared, bool kSums = true>
 __global__ void rmsnorm_backward_kernel(const T* dout, const T* in, const T* weight, const S* rstd_in, int64_t rows,
                                         int64_t hidden, T* din, float* scratch) {
   extern __shared__ float shared_sums[];
@@ -55,20 +58,44 @@ __global__ void rmsnorm_backward_kernel(const T* dout, const T* in, const T* wei
     for (int64_t j = lane; j < hidden; j += 32) {
       const float dyj = load_f(dy + j);  // read before din (which may alias dout) is written
       const float xhat = load_f(x + j) * rstd;
-      atomicAdd(sums + j, dyj * xhat);
+      if (kSums) atomicAdd(sums + j, dyj * xhat);
       store_f(dx + j, rstd * (dyj * load_f(weight + j) - xhat * sum_gx));
     }
   }
-  if (kShared) {
+  if (kShared && kSums) {
     __syncthreads();
     for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) atomicAdd(scratch + j, shared_sums[j]);
   }
 }
 
+// Deterministic mode: partial[chunk][j] = sum of dy xhat over the chunk's rows in a fixed order.
+template <typename T, typename S>
+__global__ void rmsnorm_column_partials_kernel(const T* dout, const T* in, const S* rstd_in, int64_t rows,
+                                               int64_t hidden, int64_t chunk_rows, float* partial) {
+  __shared__ float part[kDetRowThreads][33];
+  const int64_t j = blockIdx.x * int64_t(32) + threadIdx.x;
+  const int64_t begin = blockIdx.y * chunk_rows, end = min(rows, begin + chunk_rows);
+  float acc = 0.0f;
+  if (j < hidden)
+    for (int64_t row = begin + threadIdx.y; row < end; row += kDetRowThreads)
+      acc += load_f(dout + row * hidden + j) * (load_f(in + row * hidden + j) * load_f(rstd_in + row));
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < hidden) {
+    float w = 0.0f;
+    for (int k = 0; k < kDetRowThreads; ++k) w += part[k][threadIdx.x];
+    partial[blockIdx.y * hidden + j] = w;
+  }
+}
+
+// dweight[j] += sum over chunks (in order) of scratch[chunk][j].
 template <typename G>
-__global__ void add_weight_sums_kernel(const float* scratch, int64_t hidden, G* dweight) {
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < hidden; j += int64_t(gridDim.x) * blockDim.x)
-    store_f(dweight + j, load_f(dweight + j) + scratch[j]);
+__global__ void add_weight_sums_kernel(const float* scratch, int64_t hidden, int64_t chunks, G* dweight) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < hidden; j += int64_t(gridDim.x) * blockDim.x) {
+    float w = scratch[j];
+    for (int64_t c = 1; c < chunks; ++c) w += scratch[c * hidden + j];
+    store_f(dweight + j, load_f(dweight + j) + w);
+  }
 }
 
 unsigned row_blocks(int64_t rows, int64_t per_sm) {
@@ -88,11 +115,33 @@ void rmsnorm_forward(DType t, const void* in, const void* weight, double eps, in
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
-int64_t rmsnorm_backward_scratch_floats(int64_t hidden) { return hidden; }
+int64_t rmsnorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool deterministic) {
+  return (deterministic ? det_column_chunks(rows) : 1) * hidden;
+}
 
 void rmsnorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* rstd,
-                      int64_t rows, int64_t hidden, void* din, DType g, void* dweight, float* scratch, cudaStream_t s) {
+                      int64_t rows, int64_t hidden, void* din, DType g, void* dweight, float* scratch, cudaStream_t s,
+                      bool deterministic) {
   if (hidden == 0) return;
+  if (deterministic) {
+    // The column sums read dout before din (which may alias it) is written.
+    if (rows > 0) {
+      TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S,
+          rmsnorm_column_partials_kernel<T, S><<<det_column_grid(hidden, rows), dim3(32, kDetRowThreads), 0, s>>>(
+              static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const S*>(rstd), rows, hidden,
+              det_chunk_rows(rows), scratch);
+          rmsnorm_backward_kernel<T, S, false, false><<<row_blocks(rows, 2), 32 * kRowsPerBlock, 0, s>>>(
+              static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
+              static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch)));
+      TESSERA_KERNEL_LAUNCH_CHECK();
+    } else {
+      TESSERA_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * hidden, s));
+    }
+    TESSERA_DEVICE_FLOAT_SWITCH(g, G, add_weight_sums_kernel<G><<<static_cast<unsigned>((hidden + 255) / 256), 256, 0, s>>>(
+        scratch, hidden, rows > 0 ? det_column_chunks(rows) : 1, static_cast<G*>(dweight)));
+    TESSERA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
   TESSERA_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * hidden, s));
   if (rows > 0) {
     const size_t shared_bytes = sizeof(float) * hidden;
@@ -109,7 +158,7 @@ void rmsnorm_backward(DType t, const void* dout, const void* in, const void* wei
     TESSERA_KERNEL_LAUNCH_CHECK();
   }
   TESSERA_DEVICE_FLOAT_SWITCH(g, G, add_weight_sums_kernel<G><<<static_cast<unsigned>((hidden + 255) / 256), 256, 0, s>>>(
-      scratch, hidden, static_cast<G*>(dweight)));
+      scratch, hidden, 1, static_cast<G*>(dweight)));
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "tessera/ops/attention.h"
 #include "tessera/ops/cuda/cuda_context.h"
 #include "tessera/ops/cuda/ops_cuda.h"
+#include "tessera/ops/deterministic_mode.h"
 #include "tessera/ops/flash_attention.h"
 #include "tessera/ops/rope.h"
 
@@ -281,6 +283,10 @@ int main(int argc, char** argv) {
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SKIP: no CUDA device visible\n");
     return 77;
+  }
+  if (const char* mode = std::getenv("TESSERA_TEST_DETERMINISTIC"); mode && std::string(mode) == "1") {
+    ops::set_deterministic_mode(true);  // the same checks on the deterministic kernels
+    std::printf("deterministic mode on (TESSERA_TEST_DETERMINISTIC=1)\n");
   }
   // argv[1]: optional file for the per-configuration error table (default: stdout); argv[2] = "quick":
   // no timings and s <= 257 only (for runs under compute-sanitizer).

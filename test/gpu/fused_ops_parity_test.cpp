@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -29,6 +30,7 @@
 #include "tessera/core/tensor.h"
 #include "tessera/ops/bias_dropout_add.h"
 #include "tessera/ops/cuda/ops_cuda.h"
+#include "tessera/ops/deterministic_mode.h"
 #include "tessera/ops/dropout.h"
 #include "tessera/ops/rmsnorm.h"
 #include "tessera/ops/rope.h"
@@ -306,6 +308,10 @@ int main() {
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SKIP: no CUDA device visible\n");
     return 77;
+  }
+  if (const char* mode = std::getenv("TESSERA_TEST_DETERMINISTIC"); mode && std::string(mode) == "1") {
+    ops::set_deterministic_mode(true);  // the same checks on the deterministic kernels
+    std::printf("deterministic mode on (TESSERA_TEST_DETERMINISTIC=1)\n");
   }
   try {
     test_rmsnorm();

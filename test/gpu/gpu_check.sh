@@ -2,8 +2,10 @@
 # Everything the GPU acceptance needs, in one run on the GPU machine (device time is scarce): the
 # gpu-label parity tests, the loss-curve and parallel-parity scripts and the training benchmarks.
 # Usage (from a bundle made by ../shared/tools/device-bundle): gpu_check.sh BUNDLE_BIN SOURCE_DIR OUT [what...]
-# what: parity | curve | parallel | bench1 | bench2 | dp | convert | generate | asyncsave | recompute | llama
-# (default: all but dp, convert, generate, asyncsave, recompute and llama; llama = llama_gpu_check.sh;
+# what: parity | curve | parallel | bench1 | bench2 | dp | convert | generate | asyncsave | recompute | llama |
+# deterministic (default: all but dp, convert, generate, asyncsave, recompute, llama and deterministic;
+# deterministic = gpu_deterministic_parity_test, the op parity suites with TESSERA_TEST_DETERMINISTIC=1
+# and deterministic_check.sh, OUT/deterministic_summary.txt; llama = llama_gpu_check.sh;
 # asyncsave = async_save_step_time.sh; recompute =
 # recompute_check.sh, OUT/recompute_summary.txt; convert = convert_hf_check.sh; dp = the 124M DP=2 scaling pair; generate = generate_bench.sh:
 # generation parity and decode speed vs transformers, shared files from TESSERA_DATA_DIR, e.g. a bundle
@@ -43,9 +45,17 @@ bench() {  # name ranks args...
 }
 if [[ $what == *" parity "* ]]; then
   for t in gpu_ops_parity_test gpu_flash_attention_parity_test gpu_fused_ops_parity_test gpu_multi_tensor_parity_test \
-    gpu_gpt_training_parity_test gpu_generate_parity_test gpu_llama_ops_parity_test; do
+    gpu_gpt_training_parity_test gpu_generate_parity_test gpu_llama_ops_parity_test gpu_deterministic_parity_test; do
     [ -x "$bin/$t" ] && step "$t" "$bin/$t"
   done
+fi
+if [[ $what == *" deterministic "* ]]; then
+  step gpu_deterministic_parity_test "$bin/gpu_deterministic_parity_test"
+  step gpu_ops_parity_deterministic env TESSERA_TEST_DETERMINISTIC=1 "$bin/gpu_ops_parity_test"
+  step gpu_fused_ops_parity_deterministic env TESSERA_TEST_DETERMINISTIC=1 "$bin/gpu_fused_ops_parity_test"
+  step gpu_flash_attention_parity_deterministic env TESSERA_TEST_DETERMINISTIC=1 \
+    "$bin/gpu_flash_attention_parity_test" "$out/flash_attention_deterministic_errors.txt" quick
+  step deterministic_check "$src/test/gpu/deterministic_check.sh" "$bin" "$src" "$out"
 fi
 [[ $what == *" curve "* ]] && step loss_curve "$src/test/gpu/loss_curve_test.sh" "$bin" "$src"
 if [[ $what == *" parallel "* ]] && [ "$gpus" -ge 2 ]; then

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "tessera/ops/attention.h"
 #include "tessera/ops/cross_entropy.h"
 #include "tessera/ops/cuda/ops_cuda.h"
+#include "tessera/ops/deterministic_mode.h"
 #include "tessera/ops/dropout.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/embedding.h"
@@ -340,6 +342,10 @@ int main() {
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SKIP: no CUDA device visible\n");
     return 77;
+  }
+  if (const char* mode = std::getenv("TESSERA_TEST_DETERMINISTIC"); mode && std::string(mode) == "1") {
+    ops::set_deterministic_mode(true);  // the same checks on the deterministic kernels
+    std::printf("deterministic mode on (TESSERA_TEST_DETERMINISTIC=1)\n");
   }
   try {
     test_gelu();

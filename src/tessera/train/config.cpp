@@ -289,6 +289,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   t.eval_iters = get<int64_t>(values, "training.eval_iters");
   t.device = get<std::string>(values, "training.device");
   t.peak_tflops_per_device = get<double>(values, "training.peak_tflops_per_device");
+  t.deterministic_mode = get<bool>(values, "training.deterministic_mode");
   t.loss = get<std::string>(values, "training.loss");
   t.loss_params = resolve_loss_params(t.loss, values, src);
 

@@ -23,6 +23,7 @@ struct TrainingConfig {
   int64_t seed, eval_interval, eval_iters;
   std::string device;
   double peak_tflops_per_device;
+  bool deterministic_mode = false;   // training.deterministic_mode (ops/deterministic_mode.h)
   std::string loss;                  // training.loss (models/loss_registry.h)
   models::LossParams loss_params;    // its [loss] values
 };

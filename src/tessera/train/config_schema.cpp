@@ -127,6 +127,9 @@ const std::vector<KeySpec>& config_schema() {
        "[loss] keys"},
       {"training", "peak_tflops_per_device", VT::floating, 0.0,
        "dense peak TFLOP/s for MFU (0: 989 on CUDA (H100/H200 bf16), no MFU on the CPU)"},
+      {"training", "deterministic_mode", VT::boolean, false,
+       "bitwise run-to-run reproducible CUDA training (Megatron's --deterministic-mode): every GPU reduction "
+       "in a fixed order, no float atomics, GEMMs without split-K (costs some speed; the CPU always is)"},
       // [optimizer]
       {"optimizer", "optimizer", VT::string, S("adam"), "adam (AdamW semantics: decoupled weight decay)", {},
        {S("adam")}},

@@ -3,6 +3,7 @@
 #include "tessera/core/logging.h"
 #include "tessera/models/model_registry.h"
 #include "tessera/models/vocab.h"
+#include "tessera/ops/deterministic_mode.h"
 #include "tessera/pipeline/pipeline_layout.h"
 #include "tessera/pipeline/pipeline_training.h"
 #include "tessera/runtime/runtime.h"
@@ -59,6 +60,7 @@ std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device
   x.config = config;
   x.device = device;
   resolve_default_precision(x.config, x.device.is_cuda());
+  ops::set_deterministic_mode(x.config.training.deterministic_mode);  // before any CUDA op runs
 
   const auto& t = x.config.training;
   Runtime& runtime = Runtime::init(nullptr, nullptr);

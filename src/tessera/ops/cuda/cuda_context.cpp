@@ -50,4 +50,9 @@ void* CudaContext::scratch(ScratchSlot slot, size_t bytes) {
   return scratch_[i];
 }
 
+double* CudaContext::partials_if_deterministic(int64_t count) {
+  if (!deterministic_mode()) return nullptr;
+  return static_cast<double*>(scratch(ScratchSlot::reduction_partials, sizeof(double) * static_cast<size_t>(count > 0 ? count : 1)));
+}
+
 }  // namespace tessera::ops::cuda

@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "tessera/core/error.h"
+#include "tessera/ops/deterministic_mode.h"  // every CUDA op reads deterministic_mode() at launch
 
 #define TESSERA_CUBLAS_CHECK(call)                                                              \
   do {                                                                                          \
@@ -19,7 +21,15 @@
 namespace tessera::ops::cuda {
 
 // Scratch regions used at the same time by one op must have different slots.
-enum class ScratchSlot { attention_weights = 0, attention_dscores = 1, layernorm_sums = 2, flash_attention_backward = 3, count = 4 };
+enum class ScratchSlot {
+  attention_weights = 0,
+  attention_dscores = 1,
+  layernorm_sums = 2,
+  flash_attention_backward = 3,
+  reduction_partials = 4,  // deterministic mode: per-block partial sums of a scalar reduction
+  embedding_sort = 5,      // deterministic mode: the embedding backward's sorted token ids
+  count = 6
+};
 
 class CudaContext {
  public:
@@ -34,6 +44,9 @@ class CudaContext {
   size_t workspace_bytes() const { return workspace_bytes_; }
   // At least `bytes` of device memory; reallocates (after a stream sync) only when it must grow.
   void* scratch(ScratchSlot slot, size_t bytes);
+  // Deterministic mode (ops/deterministic_mode.h): `count` doubles of the reduction_partials slot;
+  // null when the mode is off (the kernels then take their atomic paths).
+  double* partials_if_deterministic(int64_t count);
   double* device_scalar() const { return device_scalar_; }
   double* host_scalar() const { return host_scalar_; }
 

@@ -128,7 +128,8 @@ void copy(const Tensor& src, const Tensor& dst) {
 
 void sum_of_squares_accumulate(const Tensor& t, double* device_total) {
   require_storage_dtype("sum_of_squares", t, "t");
-  kernels::sum_of_squares(t.dtype(), t.data(), t.numel(), device_total, stream());
+  kernels::sum_of_squares(t.dtype(), t.data(), t.numel(), device_total, stream(),
+                          CudaContext::get().partials_if_deterministic(kernels::kReductionPartials));
 }
 
 double masked_sum(const Tensor& values, const Tensor& mask) {
@@ -136,7 +137,7 @@ double masked_sum(const Tensor& values, const Tensor& mask) {
   CudaContext& context = CudaContext::get();
   TESSERA_CUDA_CHECK(cudaMemsetAsync(context.device_scalar(), 0, sizeof(double), context.stream()));
   kernels::masked_sum(values.dtype(), values.data(), mask.data(), values.numel(), context.device_scalar(),
-                      context.stream());
+                      context.stream(), context.partials_if_deterministic(kernels::kReductionPartials));
   TESSERA_CUDA_CHECK(cudaMemcpyAsync(context.host_scalar(), context.device_scalar(), sizeof(double),
                                      cudaMemcpyDeviceToHost, context.stream()));
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(context.stream()));

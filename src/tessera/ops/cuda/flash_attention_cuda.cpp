@@ -56,9 +56,10 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, 
 void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                               const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv) {
   const char* op = "flash_attention_backward";
-  const kernels::FlashAttentionArgs a =
+  kernels::FlashAttentionArgs a =
       kernel_args(op, qkv, params, {{&qkv, "qkv"}, {&dout, "dout"}, {&out, "out"}, {&dqkv, "dqkv"}});
   if (a.seq == 0 || a.batch == 0) return;
+  a.deterministic = deterministic_mode();
   CudaContext& context = CudaContext::get();
   void* scratch = context.scratch(ScratchSlot::flash_attention_backward, kernels::flash_attention_backward_scratch_bytes(a));
   kernels::flash_attention_backward(qkv.dtype(), dout.data(), qkv.data(), out.data(), static_cast<const float*>(lse.data()),

@@ -46,10 +46,12 @@ void rmsnorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight
   require_like_or_f32(op, in, "in", rstd, "rstd");
   require_like_or_f32(op, in, "in", dweight, "dweight");
   const int64_t hidden = weight.dim(0);
+  const bool deterministic = deterministic_mode();
   auto* scratch = static_cast<float*>(CudaContext::get().scratch(
-      ScratchSlot::layernorm_sums, sizeof(float) * std::max<int64_t>(1, kernels::rmsnorm_backward_scratch_floats(hidden))));
+      ScratchSlot::layernorm_sums,
+      sizeof(float) * std::max<int64_t>(1, kernels::rmsnorm_backward_scratch_floats(rows, hidden, deterministic))));
   kernels::rmsnorm_backward(in.dtype(), dout.data(), in.data(), weight.data(), rstd.dtype(), rstd.data(), rows, hidden,
-                            din.data(), dweight.dtype(), dweight.data(), scratch, stream());
+                            din.data(), dweight.dtype(), dweight.data(), scratch, stream(), deterministic);
 }
 
 // ---- rotary position embedding

@@ -1,5 +1,8 @@
 // cuBLASLt GEMM wrapper with a plan cache (see gemm_cuda.h). Row-major C = op(A) op(B) is computed
 // as the column-major C^T = op(B)^T op(A)^T, so A and B swap places in the cuBLASLt call.
+// Deterministic mode (ops/deterministic_mode.h): the heuristic may pick only algorithms without a
+// split-K reduction (CUBLASLT_REDUCTION_SCHEME_NONE: every dot product in one sequence), so a GEMM's
+// result does not depend on how partial products are combined; the mode is part of the plan key.
 #include "tessera/ops/cuda/gemm_cuda.h"
 
 #include <map>
@@ -29,7 +32,7 @@ uint32_t pointer_alignment(const void* p) {
 }
 
 using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int, int, bool, uint32_t, uint32_t, uint32_t, uint32_t>;
+                           int64_t, int, int, bool, uint32_t, uint32_t, uint32_t, uint32_t, bool>;
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -53,7 +56,7 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
 // Column-major problem: C[m, n] = op(A) op(B).
 Plan build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
                 int64_t batch, int64_t stride_a, int64_t stride_b, int64_t stride_c, DType ab, DType c, bool bias,
-                uint32_t align_a, uint32_t align_b, uint32_t align_c, uint32_t align_bias) {
+                uint32_t align_a, uint32_t align_b, uint32_t align_c, uint32_t align_bias, bool deterministic) {
   CudaContext& context = CudaContext::get();
   Plan plan;
   TESSERA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -85,6 +88,11 @@ Plan build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int
   TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                             &align_c, sizeof(align_c)));
   (void)align_bias;
+  if (deterministic) {
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE;
+    TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                              &schemes, sizeof(schemes)));
+  }
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(context.lt(), plan.op, plan.a, plan.b, plan.c, plan.c,
@@ -116,13 +124,13 @@ void gemm(const GemmDesc& d, float alpha, const void* a, const void* b, float be
   const PlanKey key{d.trans_b, d.trans_a, d.n, d.m, d.k, d.ldb, d.lda, d.ldc, d.batch, d.stride_b, d.stride_a,
                     d.stride_c, static_cast<int>(d.ab_dtype), static_cast<int>(d.c_dtype), bias != nullptr,
                     pointer_alignment(b), pointer_alignment(a), pointer_alignment(c),
-                    bias ? pointer_alignment(bias) : 256u};
+                    bias ? pointer_alignment(bias) : 256u, deterministic_mode()};
   static std::map<PlanKey, Plan> plans;
   auto it = plans.find(key);
   if (it == plans.end())
     it = plans.emplace(key, build_plan(d.trans_b, d.trans_a, d.n, d.m, d.k, d.ldb, d.lda, d.ldc, d.batch, d.stride_b,
                                        d.stride_a, d.stride_c, d.ab_dtype, d.c_dtype, bias != nullptr,
-                                       std::get<15>(key), std::get<16>(key), std::get<17>(key), std::get<18>(key)))
+                                       std::get<15>(key), std::get<16>(key), std::get<17>(key), std::get<18>(key), std::get<19>(key)))
              .first;
   const Plan& plan = it->second;
   if (bias)

@@ -1,6 +1,7 @@
 // CUDA layer ops behind the dispatchers: linear / matmul_nt (cuBLASLt, bias epilogue, wgrad into the
 // fp32 main grad with beta = 1), LayerNorm, attention (per-head strided-batched GEMMs on the Megatron
 // QKV layout + fused masked softmax), cross entropy and embedding (see ops_cuda.h).
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/kernels.h"
@@ -140,10 +141,13 @@ void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weig
   detail::require_same_dtype(op, mean, "mean", rstd, "rstd");
   require_like_or_f32(op, in, "in", dweight, "dweight");
   detail::require_same_dtype(op, dweight, "dweight", dbias, "dbias");
+  const bool deterministic = deterministic_mode();
   auto* scratch = static_cast<float*>(CudaContext::get().scratch(
-      ScratchSlot::layernorm_sums, sizeof(float) * kernels::layernorm_backward_scratch_floats(hidden)));
+      ScratchSlot::layernorm_sums,
+      sizeof(float) * std::max<int64_t>(1, kernels::layernorm_backward_scratch_floats(rows, hidden, deterministic))));
   kernels::layernorm_backward(in.dtype(), dout.data(), in.data(), weight.data(), mean.dtype(), mean.data(), rstd.data(),
-                              rows, hidden, din.data(), dweight.dtype(), dweight.data(), dbias.data(), scratch, stream());
+                              rows, hidden, din.data(), dweight.dtype(), dweight.data(), dbias.data(), scratch, stream(),
+                              deterministic);
 }
 
 // ---- attention
@@ -345,8 +349,12 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   require_storage_dtype(op, dout, "dout");
   require_like_or_f32(op, dout, "dout", dtable, "dtable");
   check_rows(op, ids, dout, dtable.dim(1), "dout");
+  void* det_scratch = deterministic_mode() ? CudaContext::get().scratch(
+                                                 ScratchSlot::embedding_sort,
+                                                 kernels::embedding_backward_scratch_bytes(ids.numel()))
+                                           : nullptr;
   kernels::embedding_backward(dout.dtype(), static_cast<const int32_t*>(ids.data()), ids.numel(), dout.data(),
-                              dtable.dim(0), dtable.dim(1), dtable.dtype(), dtable.data(), stream());
+                              dtable.dim(0), dtable.dim(1), dtable.dtype(), dtable.data(), stream(), det_scratch);
 }
 
 }  // namespace tessera::ops::cuda

@@ -69,8 +69,10 @@ void segmented_convert(const Tensor& src, const Tensor& dst, const SegmentTable&
 
 void segmented_grad_stats(const Tensor& grads, const SegmentTable& table, double unscale, const Tensor& stats) {
   TESSERA_CUDA_CHECK(cudaMemsetAsync(stats.data(), 0, 2 * sizeof(double), stream()));
-  kernels::segmented_grad_stats(device_view(table), static_cast<float*>(grads.data()), static_cast<float>(unscale),
-                                static_cast<double*>(stats.data()), stream());
+  const kernels::DeviceSegmentTable view = device_view(table);
+  kernels::segmented_grad_stats(view, static_cast<float*>(grads.data()), static_cast<float>(unscale),
+                                static_cast<double*>(stats.data()), stream(),
+                                CudaContext::get().partials_if_deterministic(view.num_chunks));
 }
 
 void pack_grad_stats(const Tensor& stats, const Tensor& packed) {

@@ -33,8 +33,13 @@ void vocab_parallel_embedding_backward(const Tensor& ids, const Tensor& dout, in
                 ids.describe());
   TESSERA_CHECK(dout.numel() == ids.numel() * dtable.dim(1), op, ": dout ", dout.describe(), " must hold ", ids.numel(),
                 " rows of ", dtable.describe());
+  void* det_scratch = deterministic_mode() ? CudaContext::get().scratch(
+                                                 ScratchSlot::embedding_sort,
+                                                 kernels::embedding_backward_scratch_bytes(ids.numel()))
+                                           : nullptr;
   kernels::vocab_parallel_embedding_backward(dout.dtype(), ids.data_as<int32_t>(), ids.numel(), dout.data(), first_id,
-                                             dtable.dim(0), dtable.dim(1), dtable.dtype(), dtable.data(), stream());
+                                             dtable.dim(0), dtable.dim(1), dtable.dtype(), dtable.data(), stream(),
+                                             det_scratch);
 }
 
 void add_bias_rows(const Tensor& out, const Tensor& bias) {
