@@ -52,7 +52,9 @@ struct SnapshotStaging::Cuda {
     // Non-blocking: ordered with the compute stream only through the events, never implicitly.
     TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
     TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&issued, cudaEventDisableTiming));
-    TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    // Blocking sync: the writer thread sleeps in wait_host instead of spinning on a core the step
+    // loop may need.
+    TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming | cudaEventBlockingSync));
   }
   ~Cuda() {
     // At exit the runtime may be unloading: release quietly, after the copies in flight.
