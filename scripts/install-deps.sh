@@ -5,7 +5,9 @@ packages=(build-essential cmake ninja-build pkg-config python3
           libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libtomlplusplus-dev libboost-program-options-dev libboost-dev
           nlohmann-json3-dev libopenblas-dev libicu-dev libgtest-dev zlib1g-dev
           libprotobuf-dev protobuf-compiler
-          clang)  # clang: CI's sanitizer and libFuzzer step only (scripts/sanitize.sh)
+          clang libclang-rt-dev)  # CI's sanitizer and libFuzzer step only (scripts/sanitize.sh); libclang-rt-dev
+                                  # (the ASan/UBSan/libFuzzer runtimes) is only a Recommends of clang-14
+                                  # and --no-install-recommends below would leave it out
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

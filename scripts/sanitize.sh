@@ -22,8 +22,9 @@ if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 export OPENBLAS_NUM_THREADS=1
 status=0
 if [ "$what" = fuzz ] || [ "$what" = all ]; then
-  cmake --build build-fuzz -j "$(nproc)" --target fuzz_config fuzz_safetensors fuzz_idx fuzz_tokenizer_files \
-    fuzz_jsonl fuzz_checkpoint_attrs
+  harnesses=()  # one per seed corpus folder
+  for corpus in test/fuzz/corpus/*/; do harnesses+=("fuzz_$(basename "$corpus")"); done
+  cmake --build build-fuzz -j "$(nproc)" --target "${harnesses[@]}"
   for corpus in test/fuzz/corpus/*/; do
     parser=$(basename "$corpus")
     work=$(mktemp -d)  # new inputs go here; the committed corpus stays as it is

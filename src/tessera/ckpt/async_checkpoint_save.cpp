@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "tessera/runtime/device_copy.h"
 
 namespace tessera::ckpt {
 
@@ -11,13 +10,24 @@ AsyncCheckpointSave::~AsyncCheckpointSave() {
   if (in_flight_ && in_flight_->writer.joinable()) in_flight_->writer.join();
 }
 
-Tensor AsyncCheckpointSave::snapshot(InFlight& f, const Tensor& t) {
-  if (!t.defined()) return t;
-  auto buffer = std::make_unique<Buffer>(t.nbytes());
-  Tensor copy = buffer->as_tensor(t.dtype(), t.shape());
-  if (t.numel() > 0) copy_synchronous(t, copy);  // from the GPU: done on return
-  f.buffers.push_back(std::move(buffer));
-  return copy;
+template <typename F>
+void AsyncCheckpointSave::for_each_tensor(SaveRequest& request, OptimizerState* optimizer, F&& f) {
+  for (TensorShard& shard : request.model) f(shard.local);
+  if (!optimizer) return;
+  for (OptimizerSlice& slice : optimizer->slices) {
+    f(slice.exp_avg);
+    f(slice.exp_avg_sq);
+    f(slice.main_param);
+  }
+}
+
+void AsyncCheckpointSave::reserve(const SaveRequest& request) {
+  TESSERA_CHECK(!pending(), "reserve: an asynchronous checkpoint save is in flight (iteration ", iteration(), ")");
+  SaveRequest copy = request;
+  OptimizerState optimizer = request.optimizer ? *request.optimizer : OptimizerState{};
+  staging_.begin();
+  for_each_tensor(copy, request.optimizer ? &optimizer : nullptr, [&](Tensor& t) { staging_.reserve(t); });
+  staging_.end();
 }
 
 void AsyncCheckpointSave::start(const SaveRequest& request, Communicator& world) {
@@ -25,24 +35,23 @@ void AsyncCheckpointSave::start(const SaveRequest& request, Communicator& world)
   in_flight_ = std::make_unique<InFlight>();
   InFlight& f = *in_flight_;
   f.request = request;
-  for (TensorShard& shard : f.request.model) shard.local = snapshot(f, shard.local);
   if (request.optimizer) {
     f.optimizer = *request.optimizer;
-    for (OptimizerSlice& slice : f.optimizer.slices) {
-      slice.exp_avg = snapshot(f, slice.exp_avg);
-      slice.exp_avg_sq = snapshot(f, slice.exp_avg_sq);
-      slice.main_param = snapshot(f, slice.main_param);
-    }
     f.request.optimizer = &f.optimizer;
   }
+  // The previous save's writer is done (!pending()): its buffers are free for this snapshot.
+  staging_.begin();
+  for_each_tensor(f.request, request.optimizer ? &f.optimizer : nullptr, [&](Tensor& t) { t = staging_.copy(t); });
+  staging_.end();
   try {
     f.prepared = prepare_save(f.request, world);
   } catch (...) {
     in_flight_.reset();
     throw;
   }
-  f.writer = std::thread([&f] {
+  f.writer = std::thread([&f, this] {
     try {
+      staging_.wait_host();  // the snapshot's device-to-host copies are done
       write_save_files(f.request, f.prepared);
       // Tests: a writer still busy (files written, not committed) while training goes on.
       if (const char* pause = std::getenv("TESSERA_TEST_PAUSE_IN_ASYNC_WRITE_MS"); pause && *pause)

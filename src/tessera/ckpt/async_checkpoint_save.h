@@ -1,6 +1,10 @@
-// Asynchronous checkpoint save (Megatron's --async-save): start() copies this rank's tensors to a
-// host snapshot and prepares the save (collective), then a background thread writes the files
-// into the temporary folder while training continues. try_finish(), called by every rank once per
+// Asynchronous checkpoint save (Megatron's --async-save): start() issues the copies of this rank's
+// tensors to a host snapshot (runtime/snapshot_staging.h: reused pinned buffers, a copy stream of
+// their own on a GPU) and prepares the save (collective), then a background thread waits for the
+// copies and writes the files into the temporary folder while training continues. The trainer
+// calls order_before_update() before its next optimizer step, so that step's writes to the
+// parameters and optimizer state wait for the copies on the GPU (the forward/backward before it
+// overlaps them). try_finish(), called by every rank once per
 // iteration, agrees over the world whether every writer is done (one small all-reduce) and, when
 // so, commits exactly as save_checkpoint does (barrier, rename, tracker, pruning): the same files,
 // the same atomicity. A writer that failed on any rank ends every rank with its message and the
@@ -15,6 +19,7 @@
 
 #include "tessera/ckpt/checkpoint_save.h"
 #include "tessera/core/buffer.h"
+#include "tessera/runtime/snapshot_staging.h"
 
 namespace tessera::ckpt {
 
@@ -27,6 +32,12 @@ class AsyncCheckpointSave {
 
   // Collective. Requires !pending(). `request.optimizer` may be null (weights only).
   void start(const SaveRequest& request, Communicator& world);
+  // Allocates the snapshot's host buffers for the tensors of `request` now (local, no copy), so
+  // the first start() does not pay for them. Requires !pending().
+  void reserve(const SaveRequest& request);
+  // Before the next kernel that writes a snapshotted tensor (the optimizer step): the GPU orders
+  // it after the snapshot's copies. No host wait; nothing to do on the CPU or without a snapshot.
+  void order_before_update() { staging_.order_before_update(); }
   bool pending() const { return in_flight_ != nullptr; }
   int64_t iteration() const { return in_flight_ ? in_flight_->request.iteration : -1; }
 
@@ -38,15 +49,17 @@ class AsyncCheckpointSave {
 
  private:
   struct InFlight {
-    std::vector<std::unique_ptr<Buffer>> buffers;  // the host snapshot the request's tensors view
-    OptimizerState optimizer;
+    OptimizerState optimizer;  // its tensors, and the request's, view staging_'s host buffers
     SaveRequest request;
     PreparedSave prepared;
     std::thread writer;
     std::atomic<bool> done{false};
     std::exception_ptr failure;
   };
-  Tensor snapshot(InFlight& f, const Tensor& t);
+  // The request's tensors in a fixed order (the order staging_'s buffers are reused in).
+  template <typename F>
+  static void for_each_tensor(SaveRequest& request, OptimizerState* optimizer, F&& f);
+  SnapshotStaging staging_;  // declared first: outlives the writer of in_flight_
   std::unique_ptr<InFlight> in_flight_;
 };
 

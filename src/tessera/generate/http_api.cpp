@@ -20,6 +20,9 @@ int64_t integer(const json& body, const char* key, int64_t fallback, int64_t lo,
   const json* v = field(body, key);
   if (!v) return fallback;
   if (!v->is_number_integer()) fail(std::string(key) + " must be an integer");
+  // An unsigned number above INT64_MAX would wrap to a negative one (2^64 - 1 to -1: "no stop token").
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    fail(std::string(key) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + v->dump());
   const int64_t x = v->get<int64_t>();
   if (x < lo || x > hi) fail(std::string(key) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(x));
   return x;

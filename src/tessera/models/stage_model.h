@@ -28,11 +28,11 @@ struct LossSum {
 inline void accumulate(LossSum& total, const LossSum& part) {
   total.loss_sum += part.loss_sum;
   total.denominator += part.denominator;
-  for (const auto& [name, value] : part.metric_sums) {
+  for (const auto& metric : part.metric_sums) {  // no structured binding: clang 14 cannot capture one
     auto it = std::find_if(total.metric_sums.begin(), total.metric_sums.end(),
-                           [&](const auto& m) { return m.first == name; });
-    if (it == total.metric_sums.end()) total.metric_sums.emplace_back(name, value);
-    else it->second += value;
+                           [&](const auto& m) { return m.first == metric.first; });
+    if (it == total.metric_sums.end()) total.metric_sums.emplace_back(metric);
+    else it->second += metric.second;
   }
 }
 

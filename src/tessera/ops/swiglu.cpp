@@ -33,9 +33,10 @@ void swiglu_forward(const Tensor& in, const Tensor& out) {
   }
   if (detail::runs_on_cuda(op, {&in, &out})) return TESSERA_CUDA_OP(swiglu_forward(in, out));
   const auto [n, f] = detail::check_swiglu_shapes(op, in, out, "out");
+  const int64_t count = n * f;  // clang 14 cannot capture a structured binding in a lambda
   detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
     using T = decltype(tag);
-    cpu::swiglu_forward<T>(in.data_as<T>(), n * f, out.data_as<T>());
+    cpu::swiglu_forward<T>(in.data_as<T>(), count, out.data_as<T>());
   });
 }
 
@@ -51,9 +52,10 @@ void swiglu_backward(const Tensor& dout, const Tensor& in, const Tensor& din) {
   detail::require_same_shape(op, in, "in", din, "din");
   detail::require_same_dtype(op, in, "in", din, "din");
   TESSERA_CHECK(din.data() != in.data() || in.numel() == 0, op, ": din must not alias in");
+  const int64_t count = n * f;  // clang 14 cannot capture a structured binding in a lambda
   detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
     using T = decltype(tag);
-    cpu::swiglu_backward<T>(dout.data_as<T>(), in.data_as<T>(), n * f, din.data_as<T>());
+    cpu::swiglu_backward<T>(dout.data_as<T>(), in.data_as<T>(), count, din.data_as<T>());
   });
 }
 

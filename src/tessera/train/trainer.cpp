@@ -124,6 +124,9 @@ StepLoss Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped
   if (context_->pp_size() > 1 && consumed_samples_ == resume_.consumed_samples)
     parallel::log_pipeline_activation_memory(*context_, losses, num_micro_batches_);
   const StepLoss loss = reduce_step_loss(losses.loss, denominator);
+  // An asynchronous save's snapshot copies (issued after the last step) overlap the forward/backward
+  // above; the parameter update below waits for them on the GPU.
+  if (checkpoints_) checkpoints_->before_parameter_update();
 
   if (distributed_optimizer_) {
     const auto& o = config_.optimizer;

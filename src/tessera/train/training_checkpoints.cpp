@@ -236,16 +236,14 @@ void TrainingCheckpoints::finish_async_save(bool wait) {
               " s (asynchronous)");
 }
 
-void TrainingCheckpoints::save(const TrainingProgress& progress, models::StageModel& model,
-                               const TrainerOptimizer& optimizer, bool asynchronous) {
-  finish_async_save(/*wait=*/true);  // one save in flight at a time, committed in order
+SaveRequest TrainingCheckpoints::make_request(const TrainingProgress& progress, models::StageModel& model,
+                                              OptimizerState& state) const {
   const auto& o = config_.optimizer;
   SaveRequest request;
   request.save_dir = config_.checkpoint.save;
   request.iteration = progress.iteration;
   request.coords = coordinates_of(context_);
   request.model = model_shards(model.parameters());
-  OptimizerState state = optimizer_state(optimizer, model.parameters());
   request.optimizer = &state;
   request.progress = progress;
   request.metadata.params_dtype = std::string(dtype_name(model.parameters().dtype()));
@@ -264,6 +262,14 @@ void TrainingCheckpoints::save(const TrainingProgress& progress, models::StageMo
                             {"num_attention_heads", config_.model.num_attention_heads},
                             {"seq_length", config_.model.seq_length}};
   request.keep_last_n = static_cast<int>(keep_last_n_);
+  return request;
+}
+
+void TrainingCheckpoints::save(const TrainingProgress& progress, models::StageModel& model,
+                               const TrainerOptimizer& optimizer, bool asynchronous) {
+  finish_async_save(/*wait=*/true);  // one save in flight at a time, committed in order
+  OptimizerState state = optimizer_state(optimizer, model.parameters());
+  SaveRequest request = make_request(progress, model, state);
   if (asynchronous) {
     auto start = std::chrono::steady_clock::now();
     async_.start(request, context_.world());  // snapshots the tensors: training may change them now
@@ -283,6 +289,13 @@ bool TrainingCheckpoints::after_iteration(const TrainingProgress& progress, mode
   const auto& c = config_.checkpoint;
   const bool can_save = !c.save.empty();
   finish_async_save(/*wait=*/false);
+  if (async_save_ && can_save && c.save_interval > 0 && !snapshot_reserved_ && !async_.pending()) {
+    // Once, after the first step (the optimizer state exists by then): the snapshot's host buffers,
+    // so that no save window pays for their allocation.
+    OptimizerState state = optimizer_state(optimizer, model.parameters());
+    async_.reserve(make_request(progress, model, state));
+    snapshot_reserved_ = true;
+  }
   if (can_save && c.save_interval > 0 && progress.iteration % c.save_interval == 0)
     save(progress, model, optimizer, async_save_ && progress.iteration != config_.training.train_iters);
 

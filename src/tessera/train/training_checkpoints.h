@@ -46,6 +46,11 @@ class TrainingCheckpoints {
   // saving (when checkpoint.save is set). Collective.
   bool after_iteration(const TrainingProgress& progress, models::StageModel& model, const TrainerOptimizer& optimizer);
 
+  // Before the optimizer step (the first kernel of an iteration that writes the parameters or the
+  // optimizer state): on a GPU, orders it after the copies of an asynchronous save's snapshot,
+  // which overlap the forward/backward before it. No host wait.
+  void before_parameter_update() { async_.order_before_update(); }
+
   // End of training: saves unless this iteration was just saved (checkpoint.save set).
   void at_end(const TrainingProgress& progress, models::StageModel& model, const TrainerOptimizer& optimizer);
 
@@ -53,6 +58,7 @@ class TrainingCheckpoints {
   // asynchronous: checkpoint.async_save and not the last save (at an exit or the end of training).
   void save(const TrainingProgress& progress, models::StageModel& model, const TrainerOptimizer& optimizer,
             bool asynchronous = false);
+  SaveRequest make_request(const TrainingProgress& progress, models::StageModel& model, OptimizerState& state) const;
   void finish_async_save(bool wait);  // collective; commits an async save whose writers are done (all, if wait)
   TrainingProgress load_on_this_rank(models::StageModel& model, const TrainerOptimizer& optimizer);
   // ConfigError naming common.h5 when the saved model_info (hidden size, layers, heads, vocab)
@@ -66,6 +72,7 @@ class TrainingCheckpoints {
   int64_t exit_interval_ = 0, exit_duration_in_mins_ = 0, keep_last_n_ = 0;
   bool signal_handler_ = false;
   bool async_save_ = false;
+  bool snapshot_reserved_ = false;
   AsyncCheckpointSave async_;
 };
 
