@@ -19,6 +19,10 @@ struct FlashAttentionArgs {
   // ALiBi (ops/alibi.h): alibi_heads > 0 adds -slope_h |i - j| to the scaled scores, head h being
   // global head alibi_first_head + h of alibi_heads (slopes computed in the kernel; no bias tensor).
   int64_t alibi_heads = 0, alibi_first_head = 0;
+  // Document masking (Megatron's reset_attention_mask): i32 [b, s] on the device, or null. Query i
+  // attends key j only when both have the same id; a key tile no query of a block can attend (the
+  // tile's ids outside the range of the block's query ids) is skipped.
+  const int32_t* document_ids = nullptr;
 };
 
 // True for the storage dtypes and head dims the kernels are built for (bf16/f16; 64, 128).
