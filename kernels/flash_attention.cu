@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -107,11 +108,24 @@ __device__ inline float alibi_slope_log2(int head, int n) {
   return slope * kLog2e;
 }
 
+// The range [range[0], range[1]] of ids[first, min(first + count, seq)) (ids: one sample's document
+// ids), in shared memory; every thread of the block calls it (it synchronizes).
+__device__ inline void document_range(const int32_t* ids, int first, int count, int seq, int* range) {
+  if (threadIdx.x == 0) range[0] = INT_MAX, range[1] = INT_MIN;
+  __syncthreads();
+  for (int t = threadIdx.x; t < count && first + t < seq; t += blockDim.x) {
+    atomicMin(range, ids[first + t]);
+    atomicMax(range + 1, ids[first + t]);
+  }
+  __syncthreads();
+}
+
 // ---- forward ---------------------------------------------------------------------------------
 
 struct ForwardParams {
   const void* qkv;
   const uint8_t* mask;
+  const int32_t* documents;  // [b, s] or null
   void* out;
   float* lse;
   int seq, batch, heads, groups;
@@ -166,6 +180,11 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
   const int row_a = q0 + warp * 16 + gr, row_b = row_a + 8;
   const uint8_t* mask_row = p.mask ? p.mask + static_cast<int64_t>(bi) * seq : nullptr;
   const float alibi = alibi_slope_log2(p.alibi_first_head + h, p.alibi_heads);
+  // Document masking: the rows' documents, and the range of the block's (to skip key tiles).
+  const int32_t* docs = p.documents ? p.documents + static_cast<int64_t>(bi) * seq : nullptr;
+  const int doc_a = docs && row_a < seq ? docs[row_a] : -1, doc_b = docs && row_b < seq ? docs[row_b] : -1;
+  __shared__ int query_docs[2];
+  if (docs) document_range(docs, q0, BM, seq, query_docs);
 
   for (int j = 0; j < n_tiles; ++j) {
     if (j + 1 < n_tiles) {
@@ -182,6 +201,11 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
 #pragma unroll
       for (int kk = 0; kk < HN / 16; ++kk)
         ldsm_x4(qf[kk], sQ + (warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8) * LD + kk * 16 + (lane / 16) * 8);
+    }
+    if (docs) {  // skip a tile whose keys all lie in other documents (its probabilities are all 0)
+      const int key = j * BN + static_cast<int>(threadIdx.x);
+      const bool overlaps = threadIdx.x < BN && key < seq && docs[key] >= query_docs[0] && docs[key] <= query_docs[1];
+      if (!__syncthreads_or(overlaps)) continue;  // the barrier also ends every read of this stage
     }
     const T* k_tile = sK + (j & 1) * BN * LD;
     const T* v_tile = sV + (j & 1) * BN * LD;
@@ -203,7 +227,7 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
 
     // scale (log2 domain) and mask
     const int k0 = j * BN;
-    const bool need_mask = k0 + BN > seq || (p.causal && k0 + BN - 1 > q0) || mask_row != nullptr;
+    const bool need_mask = k0 + BN > seq || (p.causal && k0 + BN - 1 > q0) || mask_row != nullptr || docs != nullptr;
 #pragma unroll
     for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
@@ -216,7 +240,9 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
         if (need_mask) {
           const int key = k0 + nt * 8 + 2 * tq + (e & 1);
           const int row = e < 2 ? row_a : row_b;
-          if (key >= seq || (p.causal && key > row) || (mask_row && !mask_row[key])) x = -INFINITY;
+          if (key >= seq || (p.causal && key > row) || (mask_row && !mask_row[key]) ||
+              (docs && docs[key] != (e < 2 ? doc_a : doc_b)))
+            x = -INFINITY;
         }
         sc[nt][e] = x;
       }
@@ -296,6 +322,7 @@ struct BackwardParams {
   const float* lse;   // [b, na, s]
   const float* dsum;  // D = rowsum(dout * out), [b, na, s]
   const uint8_t* mask;
+  const int32_t* documents;  // [b, s] or null
   void* dqkv;
   float* dq_accum;  // [s, b, na, hn]
   float* dq_slices;  // deterministic mode: [key blocks][s, b, na, hn], each key block's dQ partial; else null
@@ -315,7 +342,8 @@ template <typename T, int HN>
 constexpr int backward_smem_bytes() {
   constexpr int BQ = backward_block_m<HN>();
   return (2 * kBwdBlockN + 4 * BQ) * (HN + 8) * static_cast<int>(sizeof(T)) +
-         kBwdBlockN * (BQ + 8) * static_cast<int>(sizeof(T)) + 4 * BQ * static_cast<int>(sizeof(float));
+         kBwdBlockN * (BQ + 8) * static_cast<int>(sizeof(T)) + 4 * BQ * static_cast<int>(sizeof(float)) +
+         2 * BQ * static_cast<int>(sizeof(int32_t));
 }
 
 // D[b, h, q] = sum_d dout * out (fp32) and zeroes the dq accumulator; one warp per (q, b, h) row.
@@ -372,6 +400,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
   T* sdST = sdO + 2 * BQ * LD;  // dS^T [key][query]
   float* sLse = reinterpret_cast<float*>(sdST + BK * LDS);  // 2 stages, log2 domain (+inf: no key)
   float* sD = sLse + 2 * BQ;                                // 2 stages
+  int32_t* sDoc = reinterpret_cast<int32_t*>(sD + 2 * BQ);  // 2 stages: the queries' document ids
 
   const int key0 = blockIdx.x * BK;
   const int g = blockIdx.y, bi = blockIdx.z;
@@ -385,6 +414,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
   const T* v_base = k_base + HN;
   const T* dout = static_cast<const T*>(p.dout);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
+  const int32_t* docs = p.documents ? p.documents + static_cast<int64_t>(bi) * seq : nullptr;
 
   const int q_tiles = (seq + BQ - 1) / BQ;
   const int i_begin = p.causal ? key0 / BQ : 0;
@@ -402,6 +432,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
       const float l = q < seq ? p.lse[index] : -INFINITY;
       sLse[stage * BQ + t] = l == -INFINITY ? INFINITY : l * kLog2e;
       sD[stage * BQ + t] = q < seq ? p.dsum[index] : 0.0f;
+      if (docs) sDoc[stage * BQ + t] = q < seq ? docs[q] : -1;
     }
   };
 
@@ -420,6 +451,10 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
   const uint8_t* mask_row = p.mask ? p.mask + static_cast<int64_t>(bi) * seq : nullptr;
   const bool key_ok_a = key_a < seq && (!mask_row || mask_row[key_a]);
   const bool key_ok_b = key_b < seq && (!mask_row || mask_row[key_b]);
+  // Document masking: the keys' documents, and the range of the block's (to skip query tiles).
+  const int doc_a = docs && key_a < seq ? docs[key_a] : -1, doc_b = docs && key_b < seq ? docs[key_b] : -1;
+  __shared__ int key_docs[2];
+  if (docs) document_range(docs, key0, BK, seq, key_docs);
 
   constexpr int WM = BQ / 16;            // warps along the query rows of the dQ tile
   constexpr int COLS = HN / (4 / WM);    // dQ columns per warp
@@ -436,6 +471,12 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
     }
     __syncthreads();
     const int h = g * hpg + it / n_i, q0 = (i_begin + it % n_i) * BQ;
+    const int32_t* doc_tile = sDoc + stage * BQ;
+    if (docs) {  // skip a tile whose queries all lie in other documents (its P^T and dS^T are all 0)
+      const int t = static_cast<int>(threadIdx.x);
+      const bool overlaps = t < BQ && q0 + t < seq && doc_tile[t] >= key_docs[0] && doc_tile[t] <= key_docs[1];
+      if (!__syncthreads_or(overlaps)) continue;  // the barrier also ends every read of this stage
+    }
     const T* q_tile = sQ + stage * BQ * LD;
     const T* do_tile = sdO + stage * BQ * LD;
     const float* lse_tile = sLse + stage * BQ;
@@ -475,7 +516,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
       for (int e = 0; e < 4; ++e) {
         const int ql = nt * 8 + 2 * tq + (e & 1);
         const int key = e < 2 ? key_a : key_b;
-        const bool ok = (e < 2 ? key_ok_a : key_ok_b) && !(p.causal && key > q0 + ql);
+        const bool ok = (e < 2 ? key_ok_a : key_ok_b) && !(p.causal && key > q0 + ql) &&
+                        !(docs && doc_tile[ql] != (e < 2 ? doc_a : doc_b));
         const float bias = alibi * static_cast<float>(abs(q0 + ql - key));
         const float prob = ok ? fast_exp2(sc[nt][e] * p.scale_log2 - bias - lse_tile[ql]) : 0.0f;
         sc[nt][e] = prob;
@@ -590,7 +632,7 @@ void launch_forward(const void* qkv, const uint8_t* mask, const FlashAttentionAr
   static const bool configured = (allow_dynamic_smem(flash_forward_kernel<T, HN>, smem), true);
   (void)configured;
   ForwardParams p;
-  p.qkv = qkv, p.mask = mask, p.out = out, p.lse = lse;
+  p.qkv = qkv, p.mask = mask, p.documents = a.document_ids, p.out = out, p.lse = lse;
   p.seq = static_cast<int>(a.seq), p.batch = static_cast<int>(a.batch);
   p.heads = static_cast<int>(a.num_heads), p.groups = static_cast<int>(a.num_query_groups);
   p.causal = a.causal;
@@ -627,7 +669,8 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
       static_cast<int>(a.batch), static_cast<int>(a.num_heads));
   TESSERA_KERNEL_LAUNCH_CHECK();
   BackwardParams p;
-  p.qkv = qkv, p.dout = dout, p.lse = lse, p.dsum = dsum, p.mask = mask, p.dqkv = dqkv, p.dq_accum = dq_accum;
+  p.qkv = qkv, p.dout = dout, p.lse = lse, p.dsum = dsum, p.mask = mask, p.documents = a.document_ids, p.dqkv = dqkv;
+  p.dq_accum = dq_accum;
   p.seq = static_cast<int>(a.seq), p.batch = static_cast<int>(a.batch);
   p.heads = static_cast<int>(a.num_heads), p.groups = static_cast<int>(a.num_query_groups);
   p.causal = a.causal;

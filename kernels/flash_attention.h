@@ -23,6 +23,10 @@ struct FlashAttentionArgs {
   // scratch ([key blocks] x [s, b, na, hn] more) and a second kernel adds the slices in block order,
   // instead of atomics into one accumulator. Bitwise the same on every run.
   bool deterministic = false;
+  // Document masking (Megatron's reset_attention_mask): i32 [b, s] on the device, or null. Query i
+  // attends key j only when both have the same id; a key tile no query of a block can attend (the
+  // tile's ids outside the range of the block's query ids) is skipped.
+  const int32_t* document_ids = nullptr;
 };
 
 // True for the storage dtypes and head dims the kernels are built for (bf16/f16; 64, 128).

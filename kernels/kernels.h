@@ -62,9 +62,10 @@ void layernorm_backward(DType t, const void* dout, const void* in, const void* w
 
 // --- softmax.cu: attention softmax on scores [batch, heads, seq, seq] in place (scores already scaled).
 // alibi_heads > 0: ALiBi first (score -= slope |i - j|, head h being global head alibi_first_head + h).
+// document_ids: i32 [batch, seq] or null; row i keeps only the keys of its own document.
 void attention_softmax_forward(DType t, void* scores_to_probs, const uint8_t* key_padding_mask, int64_t batch,
                                int64_t heads, int64_t seq, bool causal, cudaStream_t s, int64_t alibi_heads = 0,
-                               int64_t alibi_first_head = 0);
+                               int64_t alibi_first_head = 0, const int32_t* document_ids = nullptr);
 // For one head: dweights [batch, seq, seq] (scratch, contiguous) becomes dscores in place, given probs
 // [batch, heads, seq, seq] of that head; attention dropout redrawn with index = flat probs index.
 void attention_softmax_backward(DType t, void* dweights_to_dscores, const void* probs, int64_t batch, int64_t heads,

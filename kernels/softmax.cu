@@ -1,4 +1,4 @@
-// Attention softmax kernels: the fused scaled causal/padded masked softmax (one warp per query row,
+// Attention softmax kernels: the fused scaled causal/padded/document masked softmax (one warp per query row,
 // fp32 statistics, rows with no key left get zeros), attention-probability dropout, and the softmax
 // backward dscores = scale * p * (dprobs - sum p dprobs) with the dropout mask redrawn.
 #include <algorithm>
@@ -26,15 +26,24 @@ __device__ inline float alibi_slope(int64_t head, int64_t n) {
                   : exp2f(-8.0f * static_cast<float>(2 * (head - p) + 1) / static_cast<float>(2 * p));
 }
 
+// Key j of a row whose query is in document `document` (documents: the sample's ids, or null) and
+// padding mask `mask` (or null): kept or masked.
+__device__ __forceinline__ bool key_kept(int64_t j, const uint8_t* mask, const int32_t* documents, int32_t document) {
+  return (!mask || mask[j]) && (!documents || documents[j] == document);
+}
+
 template <typename T>
-__global__ void softmax_forward_kernel(T* scores, const uint8_t* key_mask, int64_t heads, int64_t seq, int64_t rows,
-                                       bool causal, int64_t alibi_heads, int64_t alibi_first_head) {
+__global__ void softmax_forward_kernel(T* scores, const uint8_t* key_mask, const int32_t* document_ids, int64_t heads,
+                                       int64_t seq, int64_t rows, bool causal, int64_t alibi_heads,
+                                       int64_t alibi_first_head) {
   const int lane = threadIdx.x & 31;
   for (int64_t r = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5); r < rows;
        r += int64_t(gridDim.x) * kWarpsPerBlock) {
     const int64_t i = r % seq, b = r / seq / heads;
     T* row = scores + r * seq;
     const uint8_t* mask = key_mask ? key_mask + b * seq : nullptr;
+    const int32_t* documents = document_ids ? document_ids + b * seq : nullptr;
+    const int32_t document = documents ? documents[i] : 0;
     const int64_t key_end = causal ? i + 1 : seq;
     const float slope = alibi_slope(alibi_first_head + (r / seq) % heads, alibi_heads);
     if (slope != 0.0f)  // ALiBi: scores -= slope |i - j| (in place, before the max)
@@ -43,7 +52,7 @@ __global__ void softmax_forward_kernel(T* scores, const uint8_t* key_mask, int64
     __syncwarp();
     float row_max = -INFINITY;
     for (int64_t j = lane; j < key_end; j += 32)
-      if (!mask || mask[j]) row_max = fmaxf(row_max, load_f(row + j));
+      if (key_kept(j, mask, documents, document)) row_max = fmaxf(row_max, load_f(row + j));
     row_max = warp_max(row_max);
     if (row_max == -INFINITY) {
       for (int64_t j = lane; j < seq; j += 32) store_f(row + j, 0.0f);
@@ -51,10 +60,10 @@ __global__ void softmax_forward_kernel(T* scores, const uint8_t* key_mask, int64
     }
     float sum = 0.0f;
     for (int64_t j = lane; j < key_end; j += 32)
-      if (!mask || mask[j]) sum += __expf(load_f(row + j) - row_max);
+      if (key_kept(j, mask, documents, document)) sum += __expf(load_f(row + j) - row_max);
     const float inverse = 1.0f / warp_sum(sum);
     for (int64_t j = lane; j < seq; j += 32) {
-      const bool allowed = j < key_end && (!mask || mask[j]);
+      const bool allowed = j < key_end && key_kept(j, mask, documents, document);
       store_f(row + j, allowed ? __expf(load_f(row + j) - row_max) * inverse : 0.0f);
     }
   }
@@ -103,11 +112,12 @@ __global__ void softmax_backward_kernel(T* grad, const T* probs, int64_t heads, 
 
 void attention_softmax_forward(DType t, void* scores_to_probs, const uint8_t* key_padding_mask, int64_t batch,
                                int64_t heads, int64_t seq, bool causal, cudaStream_t s, int64_t alibi_heads,
-                               int64_t alibi_first_head) {
+                               int64_t alibi_first_head, const int32_t* document_ids) {
   const int64_t rows = batch * heads * seq;
   if (rows == 0) return;
   TESSERA_DEVICE_FLOAT_SWITCH(t, T, softmax_forward_kernel<T><<<warp_row_blocks(rows), 32 * kWarpsPerBlock, 0, s>>>(
-      static_cast<T*>(scores_to_probs), key_padding_mask, heads, seq, rows, causal, alibi_heads, alibi_first_head));
+      static_cast<T*>(scores_to_probs), key_padding_mask, document_ids, heads, seq, rows, causal, alibi_heads,
+      alibi_first_head));
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 

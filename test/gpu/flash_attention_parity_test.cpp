@@ -1,10 +1,13 @@
 // Fused attention parity and speed (label gpu): CUDA bf16/f16 flash forward (out, lse) and backward
 // (dq, dk, dv) against the CPU f32 reference on the same rounded inputs over a grid of head dims,
 // lengths, batches, GQA shapes, causal/bidirectional and key padding (with rows that see no key),
-// with guard bytes around every device output, each case three ways: plain, with ALiBi (the slopes of
-// heads [na, 2 na) of 2 na, as a tensor-parallel rank holds them) and on RoPE'd inputs (q and k
-// rotated by the CPU RoPE with per-row positions, then rounded); then timings of fused vs unfused attention on the
-// GPT-2 124M and 1.5B shapes. Exits 77 (skipped) without a visible GPU.
+// with guard bytes around every device output, each case four ways: plain, with ALiBi (the slopes of
+// heads [na, 2 na) of 2 na, as a tensor-parallel rank holds them), on RoPE'd inputs (q and k
+// rotated by the CPU RoPE with per-row positions, then rounded) and with document ids (Megatron's
+// reset_attention_mask: short and long documents, so whole tiles are skipped); the unfused CUDA
+// attention (f32 and bf16, forward and backward, dropout 0 and 0.1 with the CPU's masks) with document
+// ids against the CPU; then timings of fused vs unfused attention on the GPT-2 124M and 1.5B shapes
+// (and the fused kernels with 16 documents per sequence). Exits 77 (skipped) without a visible GPU.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -65,7 +68,13 @@ Tensor cpu(std::vector<float>& v, Shape shape) { return Tensor(v.data(), DType::
 // (relative 2^-8 for bf16, 2^-11 for f16) plus the output's rounding (2^-9 / 2^-12 of the largest
 // value). Forward: bf16 1e-2, f16 2e-3. Backward: dS = P (dP - D) cancels and is rounded again, and
 // dq/dk sum over up to s keys/queries: twice the forward's. lse is fp32 from exact products: 1e-4.
+// The unfused attention ("unfused_*": f32 cuBLAS, or bf16 scores and probs stored in bf16) has the
+// ops parity suite's tolerances: f32 1e-4 forward, bf16 2e-2; backward 3x.
 double tolerance(const std::string& what, DType t) {
+  if (what.rfind("unfused_", 0) == 0) {
+    const double forward = t == DType::f32 ? 1e-4 : 2e-2;
+    return what == "unfused_out" || what == "unfused_probs" ? forward : 3 * forward;
+  }
   if (what == "lse") return 1e-4;
   const double forward = t == DType::bf16 ? 1e-2 : 2e-3;
   return what == "out" ? forward : 2 * forward;
@@ -112,8 +121,10 @@ double compare(const std::string& what, DType t, int64_t hn, const std::string& 
   return err;
 }
 
-enum class Variant { plain, alibi, rope };
-const char* variant_name(Variant v) { return v == Variant::alibi ? "alibi" : v == Variant::rope ? "rope" : "plain"; }
+enum class Variant { plain, alibi, rope, documents };
+const char* variant_name(Variant v) {
+  return v == Variant::alibi ? "alibi" : v == Variant::rope ? "rope" : v == Variant::documents ? "documents" : "plain";
+}
 
 struct Config {
   DType t;
@@ -136,6 +147,21 @@ std::vector<uint8_t> make_mask(const Config& c) {
   return m;
 }
 
+// Document ids [b, s] (data/document_masks.h numbering): a new document after tokens 4 and 5 (a
+// one-token document) and after every token j with (j + 13 bi) % 90 == 60 (documents of 90 tokens,
+// so at s = 1024 most key tiles of a query block hold other documents and are skipped).
+std::vector<int32_t> make_documents(int64_t b, int64_t s) {
+  std::vector<int32_t> ids(static_cast<size_t>(b * s));
+  for (int64_t bi = 0; bi < b; ++bi) {
+    int32_t document = 0;
+    for (int64_t j = 0; j < s; ++j) {
+      ids[static_cast<size_t>(bi * s + j)] = document;
+      if (j == 4 || j == 5 || (j + 13 * bi) % 90 == 60) ++document;
+    }
+  }
+  return ids;
+}
+
 void run_config(const Config& c, std::FILE* log) {
   const int64_t width = (c.na + 2 * c.ng) * c.hn, out_cols = c.na * c.hn;
   char name[160];
@@ -146,6 +172,7 @@ void run_config(const Config& c, std::FILE* log) {
                 c.padding ? "padded" : "unpadded");
   auto qkv = randn(c.s * c.b * width, 1.0f, c.t), dout = randn(c.s * c.b * out_cols, 1.0f, c.t);
   std::vector<uint8_t> mask = make_mask(c);
+  std::vector<int32_t> documents = make_documents(c.b, c.s);
   ops::AttentionParams p;
   p.num_heads = c.na, p.num_query_groups = c.ng, p.head_dim = c.hn, p.causal = c.causal;
   if (c.variant == Variant::alibi) p.alibi = true, p.alibi_heads = 2 * c.na, p.alibi_first_head = c.na;
@@ -164,6 +191,8 @@ void run_config(const Config& c, std::FILE* log) {
   auto d_qkv = upload(qkv, c.t, {c.s, c.b, width});
   auto d_dout = upload(dout, c.t, {c.s, c.b, out_cols});
   DeviceTensor d_mask(DType::u8, {c.b, c.s}, mask.data());
+  DeviceTensor d_documents(DType::i32, {c.b, c.s}, documents.data());
+  if (c.variant == Variant::documents) p.document_ids = d_documents.tensor;
   auto d_out = output(c.t, {c.s, c.b, out_cols});
   auto d_lse = output(DType::f32, {c.b, c.na, c.s});
   auto d_dqkv = output(c.t, {c.s, c.b, width});
@@ -183,6 +212,7 @@ void run_config(const Config& c, std::FILE* log) {
   // CPU f32 reference on the same rounded inputs
   std::vector<float> r_out(g_out.size()), r_lse(g_lse.size()), r_dqkv(g_dqkv.size());
   const Tensor cpu_mask = c.padding ? Tensor(mask.data(), DType::u8, {c.b, c.s}) : Tensor();
+  if (c.variant == Variant::documents) p.document_ids = Tensor(documents.data(), DType::i32, {c.b, c.s});
   ops::flash_attention_forward(cpu(qkv, {c.s, c.b, width}), cpu_mask, p, cpu(r_out, {c.s, c.b, out_cols}),
                                cpu(r_lse, {c.b, c.na, c.s}));
   ops::flash_attention_backward(cpu(dout, {c.s, c.b, out_cols}), cpu(qkv, {c.s, c.b, width}),
@@ -206,6 +236,57 @@ void run_config(const Config& c, std::FILE* log) {
       compare("dk", c.t, c.hn, variant_name(c.variant), name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 1; }, floor);
   const double e_dv = compare("dv", c.t, c.hn, variant_name(c.variant), name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 2; });
   std::fprintf(log, "%-58s out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n", name, e_out, e_lse, e_dq, e_dk, e_dv);
+}
+
+// The unfused CUDA attention with document ids (and key padding, dropout) against the CPU attention on
+// the same rounded inputs: out, probs (exact zeros where masked) and dqkv; dropout draws the CPU's masks.
+void run_unfused_documents(DType t, int64_t s, int64_t b, int64_t na, int64_t ng, int64_t hn, bool causal, bool padding,
+                           double dropout, std::FILE* log) {
+  const int64_t width = (na + 2 * ng) * hn, out_cols = na * hn;
+  char name[160];
+  std::snprintf(name, sizeof(name), "unfused documents %s hn=%lld s=%lld b=%lld na=%lld ng=%lld %s %s dropout=%.1f",
+                std::string(dtype_name(t)).c_str(), static_cast<long long>(hn), static_cast<long long>(s),
+                static_cast<long long>(b), static_cast<long long>(na), static_cast<long long>(ng),
+                causal ? "causal" : "full", padding ? "padded" : "unpadded", dropout);
+  const Shape qkv_shape{s, b, width}, out_shape{s, b, out_cols}, probs_shape{b, na, s, s};
+  auto qkv = randn(shape_numel(qkv_shape), 1.0f, t), dout = randn(shape_numel(out_shape), 1.0f, t);
+  std::vector<uint8_t> mask = make_mask({t, hn, s, b, na, ng, causal, padding});
+  std::vector<int32_t> documents = make_documents(b, s);
+  ops::AttentionParams p;
+  p.num_heads = na, p.num_query_groups = ng, p.head_dim = hn, p.causal = causal, p.dropout = dropout;
+  const RandomStream stream(11, 12);
+
+  auto d_qkv = upload(qkv, t, qkv_shape);
+  auto d_dout = upload(dout, t, out_shape);
+  DeviceTensor d_mask(DType::u8, {b, s}, mask.data()), d_documents(DType::i32, {b, s}, documents.data());
+  auto d_out = output(t, out_shape);
+  auto d_probs = output(t, probs_shape);
+  auto d_dqkv = output(t, qkv_shape);
+  p.document_ids = d_documents.tensor;
+  ops::attention_forward(d_qkv->tensor, padding ? d_mask.tensor : Tensor(), p, stream, d_out->tensor, d_probs->tensor);
+  ops::attention_backward(d_dout->tensor, d_qkv->tensor, d_probs->tensor, p, stream, d_dqkv->tensor);
+  const auto g_out = download(*d_out, std::string("out ") + name);
+  const auto g_probs = download(*d_probs, std::string("probs ") + name);
+  const auto g_dqkv = download(*d_dqkv, std::string("dqkv ") + name);
+
+  std::vector<float> r_out(g_out.size()), r_probs(g_probs.size()), r_dqkv(g_dqkv.size());
+  p.document_ids = Tensor(documents.data(), DType::i32, {b, s});
+  const Tensor cpu_mask = padding ? Tensor(mask.data(), DType::u8, {b, s}) : Tensor();
+  ops::attention_forward(cpu(qkv, qkv_shape), cpu_mask, p, stream, cpu(r_out, out_shape), cpu(r_probs, probs_shape));
+  ops::attention_backward(cpu(dout, out_shape), cpu(qkv, qkv_shape), cpu(r_probs, probs_shape), p, stream,
+                          cpu(r_dqkv, qkv_shape));
+  auto all = [](size_t) { return true; };
+  const char* variant = dropout > 0 ? "documents+dropout" : "documents";
+  const double e_out = compare("unfused_out", t, hn, variant, name, g_out, r_out, all);
+  const double e_probs = compare("unfused_probs", t, hn, variant, name, g_probs, r_probs, all);
+  const double e_dqkv = compare("unfused_dqkv", t, hn, variant, name, g_dqkv, r_dqkv, all);
+  int leaked = 0;  // a masked key (reference probability exactly 0) must be exactly 0 on the GPU too
+  for (size_t i = 0; i < r_probs.size(); ++i) leaked += r_probs[i] == 0.0f && g_probs[i] != 0.0f;
+  if (leaked) {
+    std::printf("FAIL %s: %d masked probabilities are not 0\n", name, leaked);
+    ++failures;
+  }
+  std::fprintf(log, "%-58s out %.2e probs %.2e dqkv %.2e\n", name, e_out, e_probs, e_dqkv);
 }
 
 // ---- timing ------------------------------------------------------------------------------------
@@ -246,7 +327,8 @@ double median_ms(F&& f) {
   return 0.5 * (ms[9] + ms[10]);
 }
 
-void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn) {
+// documents > 0: the fused kernels with that many equal documents per sequence (tiles skipped).
+void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn, int64_t documents = 0) {
   const DType t = DType::bf16;
   const int64_t width = 3 * na * hn;
   ops::AttentionParams p;
@@ -255,6 +337,11 @@ void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn)
   auto out = output(t, {s, b, na * hn});
   auto lse = output(DType::f32, {b, na, s});
   auto dqkv = output(t, {s, b, width});
+  std::vector<int32_t> ids(static_cast<size_t>(b * s));
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = documents > 0 ? static_cast<int32_t>(static_cast<int64_t>(i) % s * documents / s) : 0;
+  DeviceTensor d_ids(DType::i32, {b, s}, ids.data());
+  if (documents > 0) p.document_ids = d_ids.tensor;
   const double fwd_flops = 4.0 * b * na * s * s * hn / 2, bwd_flops = 2.5 * fwd_flops;
   const double f_ms = median_ms([&] { ops::flash_attention_forward(qkv->tensor, Tensor(), p, out->tensor, lse->tensor); });
   const double b_ms = median_ms([&] {
@@ -262,6 +349,12 @@ void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn)
   });
   download(*dqkv, std::string("timing dqkv ") + label);
   double uf_ms = -1, ub_ms = -1;
+  if (documents > 0) {  // the same causal FLOPs counted: the skipped tiles show as a higher rate
+    std::printf("%-34s fused   fwd %7.3f ms %6.1f TFLOP/s   bwd %7.3f ms %6.1f TFLOP/s (causal-equivalent)\n", label,
+                f_ms, fwd_flops / f_ms * 1e-9, b_ms, bwd_flops / b_ms * 1e-9);
+    std::fflush(stdout);
+    return;
+  }
   {
     auto probs = output(t, {b, na, s, s});
     const RandomStream unused(1, 2);
@@ -299,6 +392,7 @@ int main(int argc, char** argv) {
     if (!quick) {
       time_shape("GPT-2 124M  b=16 na=ng=12", 16, 12, 1024, 64);
       time_shape("GPT-2 1.5B  b=8  na=ng=25", 8, 25, 1024, 64);
+      time_shape("GPT-2 124M  16 documents", 16, 12, 1024, 64, 16);
     }
     const int64_t heads[][2] = {{4, 4}, {8, 2}, {4, 1}};
     for (DType t : {DType::bf16, DType::f16})
@@ -309,8 +403,13 @@ int main(int argc, char** argv) {
             for (const auto& h : heads)
               for (bool causal : {true, false})
                 for (bool padding : {false, true})
-                  for (Variant v : {Variant::plain, Variant::alibi, Variant::rope})
+                  for (Variant v : {Variant::plain, Variant::alibi, Variant::rope, Variant::documents})
                     run_config({t, hn, s, b, h[0], h[1], causal, padding, v}, log);
+    for (DType t : {DType::f32, DType::bf16})
+      for (int64_t s : {17, 128, 257})
+        for (bool causal : {true, false})
+          for (bool padding : {false, true})
+            for (double dropout : {0.0, 0.1}) run_unfused_documents(t, s, 3, 4, 2, 64, causal, padding, dropout, log);
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());
     return 1;
@@ -319,7 +418,9 @@ int main(int argc, char** argv) {
   std::printf("\n%-30s %6s %12s %10s  %s\n", "what dtype hn variant", "cases", "max_norm_err", "tolerance", "result");
   for (const auto& [key, r] : results) {
     const std::string what = key.substr(0, key.find(' '));
-    const DType t = key.find("bf16") != std::string::npos ? DType::bf16 : DType::f16;
+    const DType t = key.find("bf16") != std::string::npos  ? DType::bf16
+                    : key.find("f32") != std::string::npos ? DType::f32
+                                                           : DType::f16;
     std::printf("%-30s %6d %12.3e %10.1e  %s\n", key.c_str(), r.cases, r.worst, tolerance(what, t),
                 r.ok ? "ok" : "FAIL");
   }

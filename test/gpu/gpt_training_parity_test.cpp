@@ -1,7 +1,9 @@
 // GPT forward + backward on the GPU against the CPU fp32 reference (label gpu): the same global
 // weights (same seed), the same tokens, dropout masks and loss mask; compares the loss and every
 // parameter's gradient. CUDA fp32 must match to float rounding; CUDA bf16 / fp16 within the stated
-// half-precision tolerances. Exits 77 (skipped) without a visible GPU.
+// half-precision tolerances. Cases with document ids (data.reset_attention_mask) run the unfused
+// attention (fp32, bf16 with dropout) and the flash kernels (bf16 without dropout) with document
+// masks. Exits 77 (skipped) without a visible GPU.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -42,16 +44,25 @@ struct Result {
   std::vector<std::string> names;
 };
 
+// documents: i32 [batch, seq] document ids, or empty (one document per sample).
 Result run(const train::ModelConfig& config, int64_t vocab, DType dtype, Device device, const std::vector<int32_t>& tokens,
-           const std::vector<float>& mask, int64_t batch, bool dropout) {
+           const std::vector<float>& mask, int64_t batch, bool dropout, const std::vector<int32_t>& documents) {
   models::GPTModel model(config, vocab, dtype, device);
   model.initialize(1234);
   Arena arena(size_t(64) << 20, device);
   Tensor tokens_t(const_cast<int32_t*>(tokens.data()), DType::i32, {batch, config.seq_length + 1});
   Tensor mask_t(const_cast<float*>(mask.data()), DType::f32, {batch, config.seq_length});
+  Tensor documents_t = documents.empty() ? Tensor()
+                                         : Tensor(const_cast<int32_t*>(documents.data()), DType::i32,
+                                                  {batch, config.seq_length});
   model.parameters().zero_grads();
   nn::DropoutContext context{99, 7, dropout};
-  models::LossSum loss = model.forward_backward(arena, tokens_t, mask_t, 1.0, context);
+  // GPTModel::forward_backward's steps, with the micro-batch's document ids.
+  models::GPTInputs in = model.prepare(arena, {tokens_t, mask_t, Tensor(), documents_t});
+  models::GPTChunkActivations acts;
+  model.forward_chunk(0, arena, in, Tensor(), Tensor(), context, acts);
+  models::LossSum loss = model.chunk_loss(arena, in, acts);
+  model.backward_chunk(0, arena, in, Tensor(), 1.0 / loss.denominator, context, acts);
   Result r;
   r.loss = loss.loss_sum / loss.denominator;
   for (const auto& p : model.parameters().parameters()) {
@@ -107,13 +118,18 @@ int main() {
     double dropout;
     int64_t groups;
     double loss_tol, grad_tol;
+    bool documents = false;
   };
   const Case cases[] = {{"fp32, no dropout", DType::f32, 0.0, 4, 1e-5, 1e-3},
                         {"fp32, dropout 0.1, GQA 2 groups", DType::f32, 0.1, 2, 1e-5, 1e-3},
                         {"bf16, no dropout", DType::bf16, 0.0, 4, 1e-2, 5e-2},
                         {"bf16, dropout 0.1", DType::bf16, 0.1, 4, 1e-2, 5e-2},
                         {"bf16, no dropout, GQA 2 groups", DType::bf16, 0.0, 2, 1e-2, 5e-2},
-                        {"fp16, no dropout", DType::f16, 0.0, 4, 2e-3, 1e-2}};
+                        {"fp16, no dropout", DType::f16, 0.0, 4, 2e-3, 1e-2},
+                        {"fp32, documents", DType::f32, 0.0, 4, 1e-5, 1e-3, true},
+                        {"fp32, dropout 0.1, documents, GQA", DType::f32, 0.1, 2, 1e-5, 1e-3, true},
+                        {"bf16, documents (flash)", DType::bf16, 0.0, 4, 1e-2, 5e-2, true},
+                        {"bf16, dropout 0.1, documents", DType::bf16, 0.1, 4, 1e-2, 5e-2, true}};
   for (const Case& c : cases) {
     const train::ModelConfig config = model_config(c.dropout, c.groups);
     std::vector<int32_t> tokens(static_cast<size_t>(batch * (config.seq_length + 1)));
@@ -121,8 +137,15 @@ int main() {
     for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(stream.below(i, vocab));
     std::vector<float> mask(static_cast<size_t>(batch * config.seq_length), 1.0f);
     for (size_t i = 0; i < mask.size(); i += 7) mask[i] = 0.0f;  // masked tokens must not count
-    const Result cpu = run(config, vocab, DType::f32, Device::cpu(), tokens, mask, batch, c.dropout > 0);
-    const Result gpu = run(config, vocab, c.dtype, Device::cuda(0), tokens, mask, batch, c.dropout > 0);
+    std::vector<int32_t> documents;  // a new document after token j when (j + 11 b) % 37 == 20
+    if (c.documents)
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t j = 0, id = 0; j < config.seq_length; ++j) {
+          documents.push_back(static_cast<int32_t>(id));
+          id += (j + 11 * b) % 37 == 20;
+        }
+    const Result cpu = run(config, vocab, DType::f32, Device::cpu(), tokens, mask, batch, c.dropout > 0, documents);
+    const Result gpu = run(config, vocab, c.dtype, Device::cuda(0), tokens, mask, batch, c.dropout > 0, documents);
     compare(c.name, cpu, gpu, c.loss_tol, c.grad_tol);
   }
   std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "PASSED", failures);

@@ -149,7 +149,7 @@ parallel::ForwardBackwardArgs make_args(models::GPTModel* model, parallel::Paral
       (*tokens)[i] = static_cast<int32_t>((mb * 131 + static_cast<int64_t>(i * 37 + (i * i) % 11)) % kVocab);
     for (size_t i = 0; i < mask->size(); ++i) (*mask)[i] = (static_cast<int64_t>(i) + mb) % 5 == 0 ? 0.0f : 1.0f;
     return models::MicroBatch{Tensor(tokens->data(), DType::i32, {2, 17}), Tensor(mask->data(), DType::f32, {2, 16}),
-                              Tensor()};
+                              Tensor(), Tensor()};
   };
   args.dropout = [](int64_t mb) { return nn::DropoutContext{99, static_cast<uint64_t>(mb + 1), true}; };
   args.grad_scale = 1.0 / static_cast<double>(m);

@@ -174,6 +174,13 @@ GPTInputs GPTModel::prepare(Arena& arena, const MicroBatch& batch) const {
     TESSERA_CHECK(batch.position_ids.device().is_cpu(), "position_ids must be a host tensor");
     position_ids = batch.position_ids.data_as<int32_t>();
   }
+  if (batch.document_ids.data()) {
+    expect_tensor(batch.document_ids, DType::i32, {in.batch, in.seq}, "document_ids");
+    TESSERA_CHECK(batch.document_ids.device().is_cpu(), "document_ids must be a host tensor");
+    const int32_t* d = batch.document_ids.data_as<int32_t>();
+    std::vector<int32_t> documents(d, d + in.batch * in.seq);
+    in.document_ids = upload(arena, documents).view({in.batch, in.seq});
+  }
   for (int64_t s = 0; s < in.seq; ++s) {
     for (int64_t b = 0; b < in.batch; ++b) {
       const size_t row = static_cast<size_t>(s * in.batch + b);
@@ -221,7 +228,7 @@ Tensor GPTModel::forward_chunk(int c, Arena& arena, const GPTInputs& in, const T
   }
   acts.input = input;
   x = layer_stack_->forward(chunk.layers, arena, x, in.seq, in.batch, key_padding_mask, dropout, acts.layers,
-                            in.positions);
+                            in.positions, in.document_ids);
   if (!chunk.layout.has_head) return x;
   Tensor normed = final_layernorm_->forward(arena, x, acts.final_ln);
   // The output layer is column-parallel over the vocabulary, its output not gathered.
@@ -328,7 +335,7 @@ StageTensors GPTModel::backward_stage(int chunk, Arena& arena, const MicroBatchI
 LossSum GPTModel::forward_backward(Arena& arena, const Tensor& tokens, const Tensor& loss_mask, double grad_scale,
                                    const nn::DropoutContext& dropout) {
   require_single_chunk("forward_backward");
-  GPTInputs in = prepare(arena, {tokens, loss_mask, Tensor()});
+  GPTInputs in = prepare(arena, {tokens, loss_mask, Tensor(), Tensor()});
   GPTChunkActivations acts;
   forward_chunk(0, arena, in, Tensor(), Tensor(), dropout, acts);
   LossSum result = chunk_loss(arena, in, acts);
@@ -338,7 +345,7 @@ LossSum GPTModel::forward_backward(Arena& arena, const Tensor& tokens, const Ten
 
 LossSum GPTModel::forward_loss(Arena& arena, const Tensor& tokens, const Tensor& loss_mask) {
   require_single_chunk("forward_loss");
-  GPTInputs in = prepare(arena, {tokens, loss_mask, Tensor()});
+  GPTInputs in = prepare(arena, {tokens, loss_mask, Tensor(), Tensor()});
   GPTChunkActivations acts;
   forward_chunk(0, arena, in, Tensor(), Tensor(), nn::DropoutContext{}, acts);
   return chunk_loss(arena, in, acts);

@@ -30,6 +30,7 @@ using GPTChunkLayout = ChunkLayout;
 // One micro-batch's inputs, sequence-major ([s, b] flattened), shared by every chunk.
 struct GPTInputs : MicroBatchInputs {
   Tensor ids, positions, labels, mask;  // i32, i32, i32, loss dtype (GPTModel::loss_dtype); [s*b] each
+  Tensor document_ids;  // i32 [b, s] (batch-major, as the attention reads it) or undefined: no document masks
   int64_t seq = 0, batch = 0;
   double denominator = 0;                // the loss's denominator of these inputs (known on the host)
   std::vector<int32_t> host_tokens;      // the micro-batch as loaded, [b, s+1] and [b, s]: what the

@@ -47,10 +47,13 @@ struct ChunkLayout {
 };
 
 // One micro-batch as the data loader gives it, on the host: tokens i32 [b, s+1] (inputs, then the
-// shifted labels), loss_mask f32 [b, s], and position_ids i32 [b, s] (undefined: 0..s-1 in every
-// sample; data.reset_position_ids restarts them after each end-of-document token).
+// shifted labels), loss_mask f32 [b, s], position_ids i32 [b, s] (undefined: 0..s-1 in every
+// sample; data.reset_position_ids restarts them after each end-of-document token), and
+// document_ids i32 [b, s] (undefined: one document per sample; data.reset_attention_mask numbers
+// the documents the end-of-document tokens end, and a token attends only within its document).
+// Every pipeline stage is given the whole micro-batch (each prepares what its chunks need).
 struct MicroBatch {
-  Tensor tokens, loss_mask, position_ids;
+  Tensor tokens, loss_mask, position_ids, document_ids;
 };
 
 // A family's estimate of the activation memory of one micro-batch on this rank (bytes), for the

@@ -92,12 +92,13 @@ Tensor LayerStack::carry(const Tensor& dx) const {
 
 Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& arena, Tensor x, int64_t seq,
                            int64_t batch, const Tensor& key_padding_mask, const DropoutContext& dropout,
-                           LayerStackSaved& saved, const Tensor& positions) const {
+                           LayerStackSaved& saved, const Tensor& positions, const Tensor& document_ids) const {
   const auto runs = recompute_runs(config_, static_cast<int64_t>(layers.size()));
   saved.layers.assign(layers.size(), TransformerLayer::Saved{});
   saved.run_inputs.assign(runs.size(), Tensor());
   saved.key_padding_mask = key_padding_mask;
   saved.positions = positions;
+  saved.document_ids = document_ids;
   const bool selective = config_.granularity == RecomputeGranularity::selective;
   for (size_t r = 0; r < runs.size(); ++r) {
     const LayerRun& run = runs[r];
@@ -106,12 +107,12 @@ Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& a
         auto& layer_saved = saved.layers[static_cast<size_t>(i)];
         if (!selective) {
           x = layers[static_cast<size_t>(i)].forward(arena, x, seq, batch, key_padding_mask, dropout, layer_saved,
-                                                     positions);
+                                                     positions, document_ids);
           continue;
         }
         work_.reset();  // what the layer drops lives here until its forward ends
         x = layers[static_cast<size_t>(i)].forward(arena, x, seq, batch, key_padding_mask, dropout, layer_saved,
-                                                   positions, &work_);
+                                                   positions, document_ids, &work_);
       }
       continue;
     }
@@ -119,7 +120,8 @@ Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& a
     work_.reset();
     TransformerLayer::Saved discarded;
     for (int64_t i = run.begin; i < run.end; ++i)
-      x = layers[static_cast<size_t>(i)].forward(work_, x, seq, batch, key_padding_mask, dropout, discarded, positions);
+      x = layers[static_cast<size_t>(i)].forward(work_, x, seq, batch, key_padding_mask, dropout, discarded, positions,
+                                                 document_ids);
     x = copy_into(arena, x);  // the next run's input (or the chunk's output) outlives the scratch
   }
   return x;
@@ -156,7 +158,8 @@ Tensor LayerStack::backward(const std::vector<TransformerLayer>& layers, Arena& 
     Tensor x = saved.run_inputs[r];
     for (int64_t i = run.begin; i < run.end; ++i)
       x = layers[static_cast<size_t>(i)].forward(work_, x, seq, batch, saved.key_padding_mask, dropout,
-                                                 again[static_cast<size_t>(i - run.begin)], saved.positions);
+                                                 again[static_cast<size_t>(i - run.begin)], saved.positions,
+                                                 saved.document_ids);
     backward_.reset();
     for (int64_t i = run.end; i-- > run.begin;) {
       dout = layers[static_cast<size_t>(i)].backward(backward_, dout, seq, batch, dropout,

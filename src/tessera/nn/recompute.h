@@ -58,7 +58,7 @@ void check_recompute_layers(const RecomputeConfig& config, int64_t chunk_layers,
 struct LayerStackSaved {
   std::vector<TransformerLayer::Saved> layers;  // empty Saved for the layers of recomputed runs
   std::vector<Tensor> run_inputs;               // per run: its input (recomputed runs only)
-  Tensor key_padding_mask, positions;           // the forward's (recomputed runs use them again)
+  Tensor key_padding_mask, positions, document_ids;  // the forward's (recomputed runs use them again)
 };
 
 // Runs a chunk's layers forward and backward under a recomputation config, with its own scratch
@@ -70,7 +70,7 @@ class LayerStack {
   const RecomputeConfig& config() const { return config_; }
   Tensor forward(const std::vector<TransformerLayer>& layers, Arena& arena, Tensor x, int64_t seq, int64_t batch,
                  const Tensor& key_padding_mask, const DropoutContext& dropout, LayerStackSaved& saved,
-                 const Tensor& positions = Tensor()) const;
+                 const Tensor& positions = Tensor(), const Tensor& document_ids = Tensor()) const;
   // layer_done(i): layer i's parameter gradients are complete (backward order).
   Tensor backward(const std::vector<TransformerLayer>& layers, Arena& arena, Tensor dout, int64_t seq, int64_t batch,
                   const DropoutContext& dropout, const LayerStackSaved& saved,

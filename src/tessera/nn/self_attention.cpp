@@ -23,7 +23,7 @@ SelfAttention::SelfAttention(ParameterStore& store, const std::string& name, con
            (shape.num_heads + 2 * shape.num_query_groups) * checked_head_dim(name, shape, tp), shape.bias, init_std, tp),
       proj_(store, name + ".linear_proj", shape.hidden_size, shape.hidden_size, shape.bias, output_init_std, tp) {}
 
-ops::AttentionParams SelfAttention::params(const DropoutContext& dropout) const {
+ops::AttentionParams SelfAttention::params(const DropoutContext& dropout, const Tensor& document_ids) const {
   ops::AttentionParams p;
   p.num_heads = shape_.num_heads / tp_.size;
   p.num_query_groups = shape_.num_query_groups / tp_.size;
@@ -37,6 +37,7 @@ ops::AttentionParams SelfAttention::params(const DropoutContext& dropout) const 
   p.alibi = shape_.alibi;
   p.alibi_heads = shape_.num_heads;
   p.alibi_first_head = tp_.rank * p.num_heads;
+  p.document_ids = document_ids;
   return p;
 }
 
@@ -64,8 +65,9 @@ RandomStream SelfAttention::dropout_stream(const DropoutContext& dropout) const 
 
 Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch,
                               const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved,
-                              const Tensor& positions, Arena* discard) const {
-  auto p = params(dropout);
+                              const Tensor& positions, const Tensor& document_ids, Arena* discard) const {
+  auto p = params(dropout, document_ids);
+  saved.document_ids = document_ids;
   saved.qkv = qkv_.forward(arena, in, saved.in);
   const Tensor qkv = saved.qkv.view({seq, batch, saved.qkv.dim(1)});
   saved.positions = positions;
@@ -88,7 +90,7 @@ Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64
 
 Tensor SelfAttention::recompute_probs(Arena& arena, int64_t seq, int64_t batch, const DropoutContext& dropout,
                                       const Saved& saved) const {
-  auto p = params(dropout);
+  auto p = params(dropout, saved.document_ids);
   Tensor probs = arena.allocate(saved.qkv.dtype(), {batch, p.num_heads, seq, seq});
   Tensor context = arena.allocate(saved.qkv.dtype(), saved.context.shape());  // equal to saved.context
   ops::attention_forward(saved.qkv.view({seq, batch, saved.qkv.dim(1)}), saved.key_padding_mask, p,
@@ -98,7 +100,7 @@ Tensor SelfAttention::recompute_probs(Arena& arena, int64_t seq, int64_t batch, 
 
 Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch,
                                const DropoutContext& dropout, const Saved& saved) const {
-  auto p = params(dropout);
+  auto p = params(dropout, saved.document_ids);
   int64_t local_hidden = p.num_heads * p.head_dim;
   Tensor context = saved.context.view({seq * batch, local_hidden});
   Tensor dcontext = proj_.backward(arena, dout, context);

@@ -5,6 +5,8 @@
 // output projection row-parallel. With TP > 1, attention-probability dropout draws from a stream
 // keyed by the TP rank (Megatron's model-parallel RNG): statistically right, not TP=1's masks.
 // Positions: none here (learned positions are the embedding's), RoPE on q and k, or ALiBi.
+// Document masks (data.reset_attention_mask): per-token document ids restrict attention to the
+// token's own document, in the unfused and the fused attention alike.
 #pragma once
 #include <string>
 
@@ -46,16 +48,19 @@ class SelfAttention {
     // and the forward's key padding mask (must stay alive until backward) to re-mask the keys.
     Tensor lse, key_padding_mask;
     Tensor positions;  // RoPE: the forward's position ids (i32 [s*b] or undefined), for backward
+    Tensor document_ids;  // the forward's document ids (i32 [b, s] or undefined), for backward
   };
   SelfAttention(ParameterStore& store, const std::string& name, const AttentionShape& shape, double init_std,
                 double output_init_std, const parallel::TensorParallel& tp = {});
   // in: [s*b, h] ([s*b/tp, h] under sequence parallelism, as the output); key_padding_mask: u8 [b, s] or
-  // undefined; positions (RoPE): i32 [s*b] sequence-major (undefined: 0..s-1), kept alive until backward.
+  // undefined; positions (RoPE): i32 [s*b] sequence-major (undefined: 0..s-1), kept alive until backward;
+  // document_ids (Megatron's reset_attention_mask): i32 [b, s] on the arena's device or undefined (one
+  // document per sample): a token attends only to earlier tokens of its own document; kept alive until backward.
   // discard (selective recomputation): the unfused path's probs go there and are not kept (saved.probs
   // undefined, saved.key_padding_mask set); backward recomputes them with the same dropout masks.
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
                  const DropoutContext& dropout, Saved& saved, const Tensor& positions = Tensor(),
-                 Arena* discard = nullptr) const;
+                 const Tensor& document_ids = Tensor(), Arena* discard = nullptr) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved) const;
   // Generation (no dropout, no saved activations): in [t*b, h] for t new tokens per sequence at
@@ -66,7 +71,8 @@ class SelfAttention {
   int64_t kv_width() const;
 
  private:
-  ops::AttentionParams params(const DropoutContext& dropout) const;
+  // document_ids: params().document_ids (undefined: no document masks).
+  ops::AttentionParams params(const DropoutContext& dropout, const Tensor& document_ids = Tensor()) const;
   void rotate(const Tensor& qkv_rows, const Tensor& positions, bool inverse) const;  // RoPE on q and k
   RandomStream dropout_stream(const DropoutContext& dropout) const;
   // The probs a forward with `discard` did not keep: its softmax and dropout again.

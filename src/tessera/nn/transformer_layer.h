@@ -30,11 +30,12 @@ class TransformerLayer {
   TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape,
                    const parallel::TensorParallel& tp = {});
   // positions: i32 [s*b] position ids (RoPE; undefined: 0..s-1), kept alive until backward.
+  // document_ids: i32 [b, s] or undefined: the attention's document masks (SelfAttention::forward).
   // discard (selective recomputation, nn/recompute.h): where the activations the layer does not
   // keep go (the core attention's probabilities, the MLP's activation output); its backward recomputes them.
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
                  const DropoutContext& dropout, Saved& saved, const Tensor& positions = Tensor(),
-                 Arena* discard = nullptr) const;
+                 const Tensor& document_ids = Tensor(), Arena* discard = nullptr) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved) const;
   // Generation: t new tokens per sequence through the block, attention over the KV cache

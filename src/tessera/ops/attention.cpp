@@ -2,6 +2,8 @@
 // reference (cpu/attention.h).
 #include "tessera/ops/attention.h"
 
+#include <string>
+
 #include "tessera/ops/alibi.h"
 #include "tessera/ops/cpu/attention.h"
 #include "tessera/ops/half_compute.h"
@@ -19,7 +21,18 @@ std::vector<double> attention_alibi_slopes(const AttentionParams& params) {
   return alibi_slopes(total, params.alibi_first_head, params.num_heads);
 }
 
+void check_document_ids(const char* op, const AttentionParams& params, int64_t batch, int64_t seq, Device device) {
+  const Tensor& ids = params.document_ids;
+  if (!ids.defined() || ids.data() == nullptr) return;
+  expect_tensor(ids, DType::i32, {batch, seq}, (std::string(op) + ": params.document_ids (i32 [b, s])").c_str());
+  TESSERA_CHECK(ids.device() == device, op, ": params.document_ids must be on qkv's device, got ", ids.describe());
+}
+
 namespace {
+
+const int32_t* document_data(const AttentionParams& params) {
+  return params.document_ids.defined() ? static_cast<const int32_t*>(params.document_ids.data()) : nullptr;
+}
 
 // Validates params and qkv [s, b, (na + 2 ng) hn]; returns the dimensions.
 cpu::AttentionDims attention_dims(const char* op, const Tensor& qkv, const AttentionParams& params) {
@@ -66,16 +79,18 @@ void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const 
     detail::compute_in_f32({qkv, key_padding_mask, out, probs}, {false, false, true, true}, [&](const std::vector<Tensor>& t) { attention_forward(t[0], t[1], params, dropout_stream, t[2], t[3]); });
     return;
   }
-  if (detail::runs_on_cuda(op, {&qkv, &key_padding_mask, &out, &probs})) return TESSERA_CUDA_OP(attention_forward(qkv, key_padding_mask, params, dropout_stream, out, probs));
+  if (detail::runs_on_cuda(op, {&qkv, &key_padding_mask, &params.document_ids, &out, &probs})) return TESSERA_CUDA_OP(attention_forward(qkv, key_padding_mask, params, dropout_stream, out, probs));
   const cpu::AttentionDims d = attention_dims(op, qkv, params);
   check_out_and_probs(qkv, d, out, "attention_forward: out", probs, "attention_forward: probs");
   if (key_padding_mask.defined())
     expect_tensor(key_padding_mask, DType::u8, {d.batch, d.seq}, "attention_forward: key_padding_mask (1 = attend)");
+  check_document_ids(op, params, d.batch, d.seq, qkv.device());
   detail::visit_f32_or_f64(op, qkv, "qkv", [&](auto tag) {
     using T = decltype(tag);
     cpu::attention_forward<T>(qkv.data_as<T>(),
-                              key_padding_mask.defined() ? key_padding_mask.data_as<uint8_t>() : nullptr, d,
-                              params.causal, params.dropout, dropout_stream, out.data_as<T>(), probs.data_as<T>());
+                              key_padding_mask.defined() ? key_padding_mask.data_as<uint8_t>() : nullptr,
+                              document_data(params), d, params.causal, params.dropout, dropout_stream,
+                              out.data_as<T>(), probs.data_as<T>());
   });
 }
 

@@ -16,6 +16,7 @@ cpu::CachedAttentionDims cached_dims(const char* op, const Tensor& qkv, const Te
   TESSERA_CHECK(p.num_heads > 0 && p.num_query_groups > 0 && p.head_dim > 0 && p.num_heads % p.num_query_groups == 0,
                 op, ": num_heads ", p.num_heads, " must be a positive multiple of num_query_groups ",
                 p.num_query_groups, " and head_dim ", p.head_dim, " positive");
+  TESSERA_CHECK(!p.document_ids.defined(), op, ": KV-cache attention has no document masks (params.document_ids)");
   const int64_t width = (p.num_heads + 2 * p.num_query_groups) * p.head_dim;
   TESSERA_CHECK(qkv.ndim() == 3 && qkv.dim(2) == width, op, ": qkv must be [t, b, ", width, "], got ",
                 qkv.describe());

@@ -71,6 +71,10 @@ const uint8_t* mask_data(const Tensor& key_padding_mask) {
   return key_padding_mask.defined() ? static_cast<const uint8_t*>(key_padding_mask.data()) : nullptr;
 }
 
+const int32_t* document_data(const AttentionParams& params) {
+  return params.document_ids.defined() ? static_cast<const int32_t*>(params.document_ids.data()) : nullptr;
+}
+
 // Offsets of head `head` of batch element bi inside qkv (see ops/attention.h), row stride b * width.
 struct HeadOffsets {
   int64_t q, k, row_stride;
@@ -84,10 +88,11 @@ HeadOffsets head_offsets(const cpu::AttentionDims& d, int64_t bi, int64_t head) 
 // Reference forward: the unfused attention (dropout 0) for out and probs, then per row
 // lse = score(i, j*) - log p(i, j*) at the most probable key j* (p(i, j*) = 1 / sum after the max shift).
 template <typename T, typename L>
-void cpu_flash_forward(const T* qkv, const uint8_t* mask, const cpu::AttentionDims& d, bool causal, T* out, L* lse) {
+void cpu_flash_forward(const T* qkv, const uint8_t* mask, const int32_t* documents, const cpu::AttentionDims& d,
+                       bool causal, T* out, L* lse) {
   const int64_t s = d.seq, hn = d.head_dim;
   std::vector<T> probs(static_cast<size_t>(d.batch * d.num_heads * s * s));
-  cpu::attention_forward<T>(qkv, mask, d, causal, 0.0, RandomStream(0, 0), out, probs.data());
+  cpu::attention_forward<T>(qkv, mask, documents, d, causal, 0.0, RandomStream(0, 0), out, probs.data());
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hn)));
   for (int64_t bi = 0; bi < d.batch; ++bi)
     for (int64_t head = 0; head < d.num_heads; ++head) {
@@ -117,8 +122,8 @@ void cpu_flash_forward(const T* qkv, const uint8_t* mask, const cpu::AttentionDi
 // Reference backward: probs rebuilt from lse (p = exp(score - lse) on the attended keys), then the
 // unfused attention backward (dropout 0).
 template <typename T, typename L>
-void cpu_flash_backward(const T* dout, const T* qkv, const L* lse, const uint8_t* mask, const cpu::AttentionDims& d,
-                        bool causal, T* dqkv) {
+void cpu_flash_backward(const T* dout, const T* qkv, const L* lse, const uint8_t* mask, const int32_t* documents,
+                        const cpu::AttentionDims& d, bool causal, T* dqkv) {
   const int64_t s = d.seq, hn = d.head_dim;
   std::vector<T> probs(static_cast<size_t>(d.batch * d.num_heads * s * s));
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hn)));
@@ -132,7 +137,7 @@ void cpu_flash_backward(const T* dout, const T* qkv, const L* lse, const uint8_t
         const L row_lse = lse[(bi * d.num_heads + head) * s + i];
         T* row = p + i * s;
         for (int64_t j = 0; j < s; ++j) {
-          const bool attends = (!causal || j <= i) && (!mask || mask[bi * s + j]) && !std::isinf(row_lse);
+          const bool attends = cpu::attends(s, bi, i, j, causal, mask, documents) && !std::isinf(row_lse);
           const T bias = static_cast<T>(cpu::alibi_bias(slope, i, j));
           row[j] = attends ? std::exp(row[j] + bias - static_cast<T>(row_lse)) : T(0);
         }
@@ -174,7 +179,8 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, 
   expect_tensor(out, qkv.dtype(), {d.seq, d.batch, d.num_heads * d.head_dim}, "flash_attention_forward: out");
   check_lse(op, qkv, d, lse);
   check_mask(op, key_padding_mask, d);
-  if (detail::runs_on_cuda(op, {&qkv, &key_padding_mask, &out, &lse})) {
+  check_document_ids(op, params, d.batch, d.seq, qkv.device());
+  if (detail::runs_on_cuda(op, {&qkv, &key_padding_mask, &params.document_ids, &out, &lse})) {
 #ifdef TESSERA_HAVE_CUDA
     return cuda::flash_attention_forward(qkv, key_padding_mask, params, out, lse);
 #endif
@@ -187,8 +193,8 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, 
   visit_cpu(op, qkv, lse, [&](auto tag, auto lse_tag) {
     using T = decltype(tag);
     using L = decltype(lse_tag);
-    cpu_flash_forward<T, L>(qkv.data_as<T>(), mask_data(key_padding_mask), d, params.causal, out.data_as<T>(),
-                            lse.data_as<L>());
+    cpu_flash_forward<T, L>(qkv.data_as<T>(), mask_data(key_padding_mask), document_data(params), d, params.causal,
+                            out.data_as<T>(), lse.data_as<L>());
   });
 }
 
@@ -201,10 +207,11 @@ void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tenso
   expect_tensor(out, qkv.dtype(), out_shape, "flash_attention_backward: out");
   check_lse(op, qkv, d, lse);
   check_mask(op, key_padding_mask, d);
+  check_document_ids(op, params, d.batch, d.seq, qkv.device());
   detail::require_same_shape(op, qkv, "qkv", dqkv, "dqkv");
   detail::require_same_dtype(op, qkv, "qkv", dqkv, "dqkv");
   TESSERA_CHECK(dqkv.data() != qkv.data() || qkv.numel() == 0, op, ": dqkv must not alias qkv");
-  if (detail::runs_on_cuda(op, {&dout, &qkv, &out, &lse, &key_padding_mask, &dqkv})) {
+  if (detail::runs_on_cuda(op, {&dout, &qkv, &out, &lse, &key_padding_mask, &params.document_ids, &dqkv})) {
 #ifdef TESSERA_HAVE_CUDA
     return cuda::flash_attention_backward(dout, qkv, out, lse, key_padding_mask, params, dqkv);
 #endif
@@ -219,8 +226,8 @@ void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tenso
   visit_cpu(op, qkv, lse, [&](auto tag, auto lse_tag) {
     using T = decltype(tag);
     using L = decltype(lse_tag);
-    cpu_flash_backward<T, L>(dout.data_as<T>(), qkv.data_as<T>(), lse.data_as<L>(), mask_data(key_padding_mask), d,
-                             params.causal, dqkv.data_as<T>());
+    cpu_flash_backward<T, L>(dout.data_as<T>(), qkv.data_as<T>(), lse.data_as<L>(), mask_data(key_padding_mask),
+                             document_data(params), d, params.causal, dqkv.data_as<T>());
   });
 }
 

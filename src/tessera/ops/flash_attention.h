@@ -11,13 +11,14 @@ namespace tessera::ops {
 bool flash_attention_supported(const Tensor& qkv, const AttentionParams& params);
 
 // qkv [s, b, (na + 2 ng) hn] (Megatron per-query-group layout); key_padding_mask u8 [b, s] (1 = attend)
-// or undefined; out [s, b, na hn] of qkv's dtype; lse f32 [b, na, s]: natural log of sum_j exp(score_ij)
+// or undefined; params.document_ids i32 [b, s] or undefined (attention within a document only); out [s, b, na hn] of qkv's dtype; lse f32 [b, na, s]: natural log of sum_j exp(score_ij)
 // over the keys row i attends (scores scaled by 1/sqrt(hn)), -inf for a row with no key (its out is 0).
 // params.dropout must be 0. CUDA: bf16/f16 storage; CPU: f32/f64 (lse f32 or the dtype of qkv).
 void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
                              const Tensor& out, const Tensor& lse);
 // dqkv (shape and dtype of qkv) is overwritten; dk/dv of a group are summed over its heads. The
-// backward needs the forward's key_padding_mask (undefined if there was none) to re-mask the keys.
+// backward needs the forward's key_padding_mask and params.document_ids (undefined if there were
+// none) to re-mask the keys.
 void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                               const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv);
 

@@ -322,6 +322,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   d.data_cache_path = get<std::string>(values, "data.data_cache_path");
   d.eod_mask_loss = get<bool>(values, "data.eod_mask_loss");
   d.reset_position_ids = get<bool>(values, "data.reset_position_ids");
+  d.reset_attention_mask = get<bool>(values, "data.reset_attention_mask");
 
   auto& c = config.checkpoint;
   c.save = get<std::string>(values, "checkpoint.save");

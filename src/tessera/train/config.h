@@ -43,7 +43,7 @@ struct DataConfig {
   bool mock_data;
   int64_t vocab_size;
   std::string data_cache_path;
-  bool eod_mask_loss, reset_position_ids;  // Megatron's end-of-document options (data/document_masks.h)
+  bool eod_mask_loss, reset_position_ids, reset_attention_mask;  // Megatron's end-of-document options (data/document_masks.h)
 };
 
 struct CheckpointConfig {

@@ -159,8 +159,7 @@ const std::vector<KeySpec>& config_schema() {
       {"data", "eod_mask_loss", VT::boolean, false, "no loss on end-of-document input tokens (Megatron's)"},
       {"data", "reset_position_ids", VT::boolean, false, "positions restart at 0 after each end-of-document token"},
       {"data", "reset_attention_mask", VT::boolean, false,
-       "tokens after an end-of-document token attend only within their document", "document attention masks",
-       {false}},
+       "a token attends only to earlier tokens of its own document (documents end at end-of-document tokens)"},
       // [checkpoint]
       {"checkpoint", "save", VT::string, S(""), "checkpoint directory to write (empty: no checkpoints)"},
       {"checkpoint", "load", VT::string, S(""), "checkpoint directory to resume from (empty: start fresh)"},

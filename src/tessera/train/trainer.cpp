@@ -30,7 +30,8 @@ double seconds_since(Clock::time_point start) {
 
 Trainer::Trainer(const Config& config, Device device)
     : setup_(build_training_setup(config, device)), arena_(size_t(256) << 20, device) {
-  document_masks_ = {data_.eod, config_.data.eod_mask_loss, config_.data.reset_position_ids, false};
+  document_masks_ = {data_.eod, config_.data.eod_mask_loss, config_.data.reset_position_ids,
+                     config_.data.reset_attention_mask};
   consumed_samples_ = resume_.consumed_samples;
   eval_consumed_samples_ = resume_.eval_consumed_samples;
 }
@@ -41,7 +42,7 @@ double Trainer::load_step(const data::SampleSource& source, int64_t step_start) 
   step_tokens_.resize(static_cast<size_t>(num_micro_batches_ * b * (s + 1)));
   step_loss_mask_.resize(static_cast<size_t>(num_micro_batches_ * b * s));
   step_position_ids_.resize(static_cast<size_t>(num_micro_batches_ * b * s));
-  std::vector<int32_t> document_ids(static_cast<size_t>(s));
+  step_document_ids_.resize(static_cast<size_t>(num_micro_batches_ * b * s));
   double denominator = 0;
   for (int64_t m = 0; m < num_micro_batches_; ++m) {
     int32_t* tokens = step_tokens_.data() + m * b * (s + 1);
@@ -52,11 +53,11 @@ double Trainer::load_step(const data::SampleSource& source, int64_t step_start) 
     for (int64_t j = 0; j < b; ++j) {
       source.sample(first + j, std::span<int32_t>(tokens + j * (s + 1), static_cast<size_t>(s + 1)),
                     std::span<float>(mask + j * s, static_cast<size_t>(s)));
-      if (document_masks_.any())  // Megatron's eod_mask_loss / reset_position_ids
+      if (document_masks_.any())  // Megatron's eod_mask_loss / reset_position_ids / reset_attention_mask
         data::apply_document_masks(document_masks_, std::span<const int32_t>(tokens + j * (s + 1), static_cast<size_t>(s)),
                                    std::span<float>(mask + j * s, static_cast<size_t>(s)),
                                    std::span<int32_t>(step_position_ids_.data() + (m * b + j) * s, static_cast<size_t>(s)),
-                                   document_ids);
+                                   std::span<int32_t>(step_document_ids_.data() + (m * b + j) * s, static_cast<size_t>(s)));
     }
     denominator += model_->loss().denominator(
         {b, s, std::span<const int32_t>(tokens, static_cast<size_t>(b * (s + 1))),
@@ -68,9 +69,11 @@ double Trainer::load_step(const data::SampleSource& source, int64_t step_start) 
 models::MicroBatch Trainer::micro_batch(int64_t m) {
   const int64_t b = config_.training.micro_batch_size, s = config_.model.seq_length;
   models::MicroBatch batch{Tensor(step_tokens_.data() + m * b * (s + 1), DType::i32, {b, s + 1}),
-                           Tensor(step_loss_mask_.data() + m * b * s, DType::f32, {b, s}), Tensor()};
+                           Tensor(step_loss_mask_.data() + m * b * s, DType::f32, {b, s}), Tensor(), Tensor()};
   if (document_masks_.reset_position_ids)
     batch.position_ids = Tensor(step_position_ids_.data() + m * b * s, DType::i32, {b, s});
+  if (document_masks_.reset_attention_mask)
+    batch.document_ids = Tensor(step_document_ids_.data() + m * b * s, DType::i32, {b, s});
   return batch;
 }
 

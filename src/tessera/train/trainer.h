@@ -98,7 +98,8 @@ class Trainer {
   std::vector<int32_t> step_tokens_;    // load_step: the step's micro-batches on this DP rank,
   std::vector<float> step_loss_mask_;   // [micro-batches, b, s+1] and [micro-batches, b, s]
   std::vector<int32_t> step_position_ids_;  // [micro-batches, b, s] (data.reset_position_ids)
-  data::DocumentMaskOptions document_masks_;  // data.eod_mask_loss, data.reset_position_ids
+  std::vector<int32_t> step_document_ids_;  // [micro-batches, b, s] (data.reset_attention_mask)
+  data::DocumentMaskOptions document_masks_;  // data.eod_mask_loss, reset_position_ids, reset_attention_mask
 };
 
 }  // namespace tessera::train

@@ -47,5 +47,21 @@ TEST(DocumentMasks, ResetAttentionMaskNumbersTheDocuments) {
   EXPECT_EQ(r.documents, (std::vector<int32_t>{0, 0, 0, 1, 1, 1, 1, 2, 3}));
 }
 
+TEST(DocumentMasks, AllThreeCombineAsMegatronsFunction) {
+  // eod = 3: a sample opening with an eod, two eods in a row and one at the end. Megatron's loop over
+  // the eod indices i = 0, 4, 5, 9 gives positions restarting after each, mask[i+1:, :i+1] = 0
+  // (documents 0 | 1..4 | 5 | 6..9), and no loss on the eod inputs.
+  const std::vector<int32_t> inputs = {3, 8, 8, 8, 3, 3, 8, 8, 8, 3};
+  Result r = run({3, true, true, true}, inputs);
+  EXPECT_EQ(r.documents, (std::vector<int32_t>{0, 1, 1, 1, 1, 2, 3, 3, 3, 3}));
+  EXPECT_EQ(r.positions, (std::vector<int32_t>{0, 0, 1, 2, 3, 0, 0, 1, 2, 3}));
+  EXPECT_EQ(r.mask, (std::vector<float>{0, 1, 1, 1, 0, 0, 1, 1, 1, 0}));
+  // Without eod_mask_loss the mask is left as the dataset gave it, the other two unchanged.
+  Result no_loss_mask = run({3, false, true, true}, inputs);
+  EXPECT_EQ(no_loss_mask.mask, std::vector<float>(10, 1.0f));
+  EXPECT_EQ(no_loss_mask.documents, r.documents);
+  EXPECT_EQ(no_loss_mask.positions, r.positions);
+}
+
 }  // namespace
 }  // namespace tessera

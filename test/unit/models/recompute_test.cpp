@@ -1,6 +1,7 @@
 // Activation recomputation (nn/recompute.h) on the CPU: full (uniform, block) and selective give
 // bitwise the gradients and loss of the run without it (dropout on: the recomputed forward draws the
-// same masks), and keep exactly the bytes docs/recompute.md says per layer.
+// same masks), also with document masks (data.reset_attention_mask: the recomputed attention masks
+// the same documents), and keep exactly the bytes docs/recompute.md says per layer.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -26,7 +27,8 @@ struct RunResult {
   size_t peak_bytes = 0;  // the caller's arena's peak plus the model's scratch arenas' (forward and backward)
 };
 
-RunResult run(int64_t layers, const nn::RecomputeConfig& config, int micro_batches = 2) {
+// documents: each sample split into three documents (ids 0, 1, 2 from tokens 5 + b and 10 on).
+RunResult run(int64_t layers, const nn::RecomputeConfig& config, int micro_batches = 2, bool documents = false) {
   auto model_config = test::tiny_model_config(layers, kHidden, kHeads, kSeq, 0.1);
   models::GPTModel model(model_config, kVocab, DType::f32, Device::cpu());
   model.set_recompute(config);
@@ -40,8 +42,12 @@ RunResult run(int64_t layers, const nn::RecomputeConfig& config, int micro_batch
     std::vector<float> mask_host(static_cast<size_t>(kBatch * kSeq), 1.0f);
     Tensor tokens(tokens_host.data(), DType::i32, {kBatch, kSeq + 1});
     Tensor mask(mask_host.data(), DType::f32, {kBatch, kSeq});
+    std::vector<int32_t> ids_host(static_cast<size_t>(kBatch * kSeq));
+    for (int64_t b = 0; b < kBatch; ++b)
+      for (int64_t j = 0; j < kSeq; ++j) ids_host[static_cast<size_t>(b * kSeq + j)] = (j >= 5 + b) + (j >= 10);
+    const Tensor ids = documents ? Tensor(ids_host.data(), DType::i32, {kBatch, kSeq}) : Tensor();
     nn::DropoutContext dropout{5, 100 + static_cast<uint64_t>(m), true};
-    models::GPTInputs in = model.prepare(arena, {tokens, mask, Tensor()});
+    models::GPTInputs in = model.prepare(arena, {tokens, mask, Tensor(), ids});
     models::GPTChunkActivations acts;
     const size_t before = arena.used_bytes();
     model.forward_chunk(0, arena, in, Tensor(), Tensor(), dropout, acts);
@@ -75,6 +81,17 @@ TEST(Recompute, GradientsBitwiseEqualWithoutRecomputation) {
   expect_bitwise(none, run(4, recompute("selective")), "selective");
   for (int64_t n : {1, 2, 3, 4}) expect_bitwise(none, run(4, recompute("full", "uniform", n)), "full uniform " + std::to_string(n));
   for (int64_t n : {1, 2, 4}) expect_bitwise(none, run(4, recompute("full", "block", n)), "full block " + std::to_string(n));
+}
+
+TEST(Recompute, GradientsBitwiseEqualWithDocumentMasks) {
+  const RunResult none = run(3, recompute("none"), 2, true);
+  expect_bitwise(none, run(3, recompute("selective"), 2, true), "selective with documents");
+  for (int64_t n : {1, 3}) expect_bitwise(none, run(3, recompute("full", "uniform", n), 2, true), "full uniform " + std::to_string(n) + " with documents");
+  expect_bitwise(none, run(3, recompute("full", "block", 2), 2, true), "full block 2 with documents");
+  // Not vacuous: the document masks change the loss and the gradients.
+  const RunResult plain = run(3, recompute("none"), 2, false);
+  EXPECT_NE(plain.loss_sum, none.loss_sum);
+  EXPECT_NE(std::memcmp(plain.grads.data(), none.grads.data(), plain.grads.size() * sizeof(float)), 0);
 }
 
 TEST(Recompute, DropoutMasksMatter) {

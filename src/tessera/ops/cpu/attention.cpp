@@ -57,14 +57,17 @@ void apply_probs_dropout(const T* probs, int64_t count, double p, const RandomSt
 }  // namespace
 
 template <typename T>
-void attention_forward(const T* qkv, const uint8_t* key_padding_mask, const AttentionDims& d, bool causal,
-                       double dropout, const RandomStream& dropout_stream, T* out, T* probs) {
+void attention_forward(const T* qkv, const uint8_t* key_padding_mask, const int32_t* document_ids,
+                       const AttentionDims& d, bool causal, double dropout, const RandomStream& dropout_stream, T* out,
+                       T* probs) {
   const int64_t s = d.seq, hn = d.head_dim;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hn)));
   std::vector<T> dropped(dropout > 0.0 ? static_cast<size_t>(s * s) : 0);
-  std::vector<uint8_t> key_allowed(static_cast<size_t>(s));
+  std::vector<uint8_t> allowed(static_cast<size_t>(s * s));  // [i, j]: query i attends key j
   for (int64_t bi = 0; bi < d.batch; ++bi) {
-    for (int64_t j = 0; j < s; ++j) key_allowed[j] = key_padding_mask ? key_padding_mask[bi * s + j] != 0 : 1;
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < s; ++j)
+        allowed[static_cast<size_t>(i * s + j)] = attends(s, bi, i, j, causal, key_padding_mask, document_ids);
     for (int64_t head = 0; head < d.num_heads; ++head) {
       const HeadViews v = head_views(d, bi, head);
       T* p = probs + v.probs_offset;
@@ -78,23 +81,22 @@ void attention_forward(const T* qkv, const uint8_t* key_padding_mask, const Atte
       }
       for (int64_t i = 0; i < s; ++i) {
         T* row = p + i * s;
-        const int64_t key_end = causal ? i + 1 : s;
+        const uint8_t* keys = allowed.data() + i * s;
         T row_max = -std::numeric_limits<T>::infinity();
-        for (int64_t j = 0; j < key_end; ++j)
-          if (key_allowed[j]) row_max = std::max(row_max, row[j]);
+        for (int64_t j = 0; j < s; ++j)
+          if (keys[j]) row_max = std::max(row_max, row[j]);
         if (row_max == -std::numeric_limits<T>::infinity()) {  // no key left: zero probabilities
           std::fill(row, row + s, T(0));
           continue;
         }
         T sum = 0;
-        for (int64_t j = 0; j < key_end; ++j) {
-          const T e = key_allowed[j] ? std::exp(row[j] - row_max) : T(0);
+        for (int64_t j = 0; j < s; ++j) {
+          const T e = keys[j] ? std::exp(row[j] - row_max) : T(0);
           row[j] = e;
           sum += e;
         }
         const T inverse = T(1) / sum;
-        for (int64_t j = 0; j < key_end; ++j) row[j] *= inverse;
-        std::fill(row + key_end, row + s, T(0));
+        for (int64_t j = 0; j < s; ++j) row[j] *= inverse;
       }
       const T* weights = p;
       if (dropout > 0.0) {
@@ -155,10 +157,10 @@ void attention_backward(const T* dout, const T* qkv, const T* probs, const Atten
   }
 }
 
-template void attention_forward<float>(const float*, const uint8_t*, const AttentionDims&, bool, double,
-                                       const RandomStream&, float*, float*);
-template void attention_forward<double>(const double*, const uint8_t*, const AttentionDims&, bool, double,
-                                        const RandomStream&, double*, double*);
+template void attention_forward<float>(const float*, const uint8_t*, const int32_t*, const AttentionDims&, bool,
+                                       double, const RandomStream&, float*, float*);
+template void attention_forward<double>(const double*, const uint8_t*, const int32_t*, const AttentionDims&, bool,
+                                        double, const RandomStream&, double*, double*);
 template void attention_backward<float>(const float*, const float*, const float*, const AttentionDims&, double,
                                         const RandomStream&, float*);
 template void attention_backward<double>(const double*, const double*, const double*, const AttentionDims&, double,

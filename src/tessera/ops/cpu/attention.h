@@ -25,13 +25,22 @@ struct AttentionDims {
 // The ALiBi bias of score (i, j) for a head of slope `slope` (0 without ALiBi).
 inline double alibi_bias(double slope, int64_t i, int64_t j) { return -slope * static_cast<double>(i > j ? i - j : j - i); }
 
-// qkv [s, b, (na + 2 ng) hn]; key_padding_mask u8 [b, s] (1 = attend) or null; out [s, b, na hn];
-// probs [b, na, s, s] (softmax before dropout). Attention-probability dropout keeps element i of probs
-// iff dropout_stream.uniform(i) >= dropout.
+// Whether query i of sample bi may attend key j: causality, the key padding mask (u8 [b, s], 1 =
+// attend, or null) and the document ids (i32 [b, s] or null: the same document only).
+inline bool attends(int64_t seq, int64_t bi, int64_t i, int64_t j, bool causal, const uint8_t* key_padding_mask,
+                    const int32_t* document_ids) {
+  return (!causal || j <= i) && (!key_padding_mask || key_padding_mask[bi * seq + j]) &&
+         (!document_ids || document_ids[bi * seq + i] == document_ids[bi * seq + j]);
+}
+
+// qkv [s, b, (na + 2 ng) hn]; key_padding_mask u8 [b, s] (1 = attend) or null; document_ids i32 [b, s]
+// or null; out [s, b, na hn]; probs [b, na, s, s] (softmax before dropout, 0 on masked keys).
+// Attention-probability dropout keeps element i of probs iff dropout_stream.uniform(i) >= dropout.
 template <typename T>
-void attention_forward(const T* qkv, const uint8_t* key_padding_mask, const AttentionDims& dims, bool causal,
-                       double dropout, const RandomStream& dropout_stream, T* out, T* probs);
-// dqkv [s, b, (na + 2 ng) hn] is overwritten.
+void attention_forward(const T* qkv, const uint8_t* key_padding_mask, const int32_t* document_ids,
+                       const AttentionDims& dims, bool causal, double dropout, const RandomStream& dropout_stream,
+                       T* out, T* probs);
+// dqkv [s, b, (na + 2 ng) hn] is overwritten (the masks are in probs' zeros).
 template <typename T>
 void attention_backward(const T* dout, const T* qkv, const T* probs, const AttentionDims& dims, double dropout,
                         const RandomStream& dropout_stream, T* dqkv);

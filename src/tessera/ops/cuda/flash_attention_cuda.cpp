@@ -36,6 +36,8 @@ kernels::FlashAttentionArgs kernel_args(const char* op, const Tensor& qkv, const
     a.alibi_heads = params.alibi_heads > 0 ? params.alibi_heads : params.num_heads;
     a.alibi_first_head = params.alibi_first_head;
   }
+  // The dispatcher checked document_ids (i32 [b, s] on qkv's device).
+  if (params.document_ids.defined()) a.document_ids = static_cast<const int32_t*>(params.document_ids.data());
   return a;
 }
 

@@ -191,6 +191,9 @@ void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const 
   expect_tensor(probs, qkv.dtype(), {L.b, L.na, L.s, L.s}, "attention_forward: probs");
   const bool masked = key_padding_mask.defined() && key_padding_mask.data();
   if (masked) expect_tensor(key_padding_mask, DType::u8, {L.b, L.s}, "attention_forward: key_padding_mask");
+  check_document_ids(op, params, L.b, L.s, qkv.device());
+  const int32_t* documents =
+      params.document_ids.defined() ? static_cast<const int32_t*>(params.document_ids.data()) : nullptr;
   const DType dt = qkv.dtype();
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(L.hn)));
   const int64_t row_stride = L.b * L.width, ss = L.s * L.s;
@@ -207,7 +210,7 @@ void attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const 
   kernels::attention_softmax_forward(dt, probs.data(), masked ? static_cast<const uint8_t*>(key_padding_mask.data()) : nullptr,
                                      L.b, L.na, L.s, params.causal, stream(),
                                      alibi.empty() ? 0 : (params.alibi_heads > 0 ? params.alibi_heads : params.num_heads),
-                                     params.alibi_first_head);
+                                     params.alibi_first_head, documents);
   const kernels::DropoutArgs d = attention_dropout(params, dropout_stream);
   void* dropped = d.p > 0.0 ? CudaContext::get().scratch(ScratchSlot::attention_weights, L.b * ss * dtype_size(dt)) : nullptr;
   for (int64_t h = 0; h < L.na; ++h) {  // out[:, b, h] = weights v
