@@ -103,6 +103,7 @@ train::ModelConfig gpt_config(int64_t layers, int64_t hidden, int64_t heads) {
   m.num_layers = layers;
   m.hidden_size = hidden;
   m.num_attention_heads = heads;
+  m.num_query_groups = heads;
   m.ffn_hidden_size = 4 * hidden;
   m.seq_length = 1024;
   m.max_position_embeddings = 1024;

@@ -111,6 +111,7 @@ train::ModelConfig small_model(const std::string& kind) {
   m.num_layers = 2;
   m.hidden_size = 128;
   m.num_attention_heads = 4;
+  m.num_query_groups = 4;
   m.ffn_hidden_size = 256;
   m.seq_length = 160;
   m.max_position_embeddings = 160;

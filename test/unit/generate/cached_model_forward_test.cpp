@@ -19,6 +19,7 @@ train::ModelConfig small_model(const std::string& kind) {
   m.num_layers = 2;
   m.hidden_size = 32;
   m.num_attention_heads = 4;
+  m.num_query_groups = 4;
   m.ffn_hidden_size = 64;
   m.seq_length = 16;
   m.max_position_embeddings = 16;
