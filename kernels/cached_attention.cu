@@ -1,7 +1,12 @@
 // Attention over a KV cache for generation (ops/cached_attention.h): one kernel appends the new
-// tokens' keys and values to the caches, a second runs one block per (new token, sequence, head):
-// scores of every cached key in shared memory, a block-wide softmax, then the weighted sum of the
-// values with the head dimension across the threads (coalesced cache reads). fp32 accumulation.
+// tokens' keys and values to the caches, a second runs one block per (new token, sequence, head,
+// split of the cache): the scores of the split's keys in shared memory (one key per thread, its row
+// read whole), a block-wide softmax, then the weighted sum of the values with the head dimension
+// across the threads (coalesced cache reads). With one split the block writes the output; with
+// several (decode of a small batch: too few (token, sequence, head) blocks to fill the GPU) each
+// writes its (max, sum, unnormalised output) to a workspace and a third kernel combines the splits
+// (flash-decoding). ALiBi adds -slope (i - j) to the score of query cache index i and key j. fp32
+// accumulation.
 #include <algorithm>
 
 #include "kernels/cached_attention.h"
@@ -14,9 +19,20 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kMaxHeadDim = 256;
 constexpr size_t kSharedBytes = 48 * 1024;
+constexpr int64_t kTargetBlocks = 2 * 132;  // about two blocks per SM of an H100 / H200
+constexpr int64_t kMinSplitKeys = 32;       // no split smaller than this many keys
 
 __device__ __forceinline__ int64_t cached_tokens(const CachedAttentionArgs& a) {
   return a.past_device ? static_cast<int64_t>(*a.past_device) : a.past;
+}
+
+// ALiBi slope of global head `head` of n (ops/alibi.cpp's formula); 0 when n == 0 (no ALiBi).
+__device__ inline float alibi_slope(int64_t head, int64_t n) {
+  if (n <= 0) return 0.0f;
+  int64_t p = 1;
+  while (p * 2 <= n) p *= 2;
+  return head < p ? exp2f(-8.0f * static_cast<float>(head + 1) / static_cast<float>(p))
+                  : exp2f(-8.0f * static_cast<float>(2 * (head - p) + 1) / static_cast<float>(2 * p));
 }
 
 template <typename T>
@@ -34,45 +50,69 @@ __global__ void append_kv_kernel(const T* qkv, CachedAttentionArgs a, T* k_cache
   }
 }
 
+// q (shared, f32) . k (one cache row): four independent accumulators so the row's loads issue together.
+template <typename T>
+__device__ __forceinline__ float dot_row(const float* q, const T* k, int64_t hn) {
+  float acc0 = 0.0f, acc1 = 0.0f, acc2 = 0.0f, acc3 = 0.0f;
+  int64_t e = 0;
+#pragma unroll 4
+  for (; e + 4 <= hn; e += 4) {
+    const float k0 = load_f(k + e), k1 = load_f(k + e + 1), k2 = load_f(k + e + 2), k3 = load_f(k + e + 3);
+    acc0 += q[e] * k0;
+    acc1 += q[e + 1] * k1;
+    acc2 += q[e + 2] * k2;
+    acc3 += q[e + 3] * k3;
+  }
+  for (; e < hn; ++e) acc0 += q[e] * load_f(k + e);
+  return (acc0 + acc1) + (acc2 + acc3);
+}
+
+// Block (row r = (s, b, h), split c = blockIdx.y of gridDim.y). partial == nullptr: one split, the
+// output row is written; otherwise partial[(r * splits + c) * (hn + 2) + ...] = (output sum [hn], max, sum).
 template <typename T>
 __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, CachedAttentionArgs a,
-                                        const T* k_cache, const T* v_cache, T* out) {
+                                        const T* k_cache, const T* v_cache, T* out, float* partial) {
   extern __shared__ float shared[];
   const int64_t hn = a.head_dim, ng = a.num_query_groups, per_group = a.num_heads / ng;
   const int64_t width = (a.num_heads + 2 * ng) * hn, row = ng * hn;
-  const int64_t h = blockIdx.x % a.num_heads, b = (blockIdx.x / a.num_heads) % a.batch,
-                s = blockIdx.x / (a.num_heads * a.batch);
-  const int64_t g = h / per_group, keys = cached_tokens(a) + s + 1;
-  float* q = shared;               // [hn]
-  float* partial = q + hn;         // [kThreads]
-  float* scores = partial + kThreads;  // [keys]
+  const int64_t r = blockIdx.x;
+  const int64_t h = r % a.num_heads, b = (r / a.num_heads) % a.batch, s = r / (a.num_heads * a.batch);
+  const int64_t g = h / per_group, last = cached_tokens(a) + s, keys = last + 1;
+  const int64_t splits = gridDim.y, split = blockIdx.y;
+  const int64_t chunk = (keys + splits - 1) / splits, j0 = split * chunk;
+  const int64_t n = j0 < keys ? (keys - j0 < chunk ? keys - j0 : chunk) : 0;
+  float* q = shared;                   // [hn]
+  float* sums = q + hn;                // [kThreads]
+  float* scores = sums + kThreads;     // [chunk]
   const T* q_src = qkv + (s * a.batch + b) * width + g * (per_group + 2) * hn + (h % per_group) * hn;
   for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) q[e] = load_f(q_src + e) * a.softmax_scale;
   __syncthreads();
-  const T* k_base = k_cache + b * a.capacity * row + g * hn;
-  const T* v_base = v_cache + b * a.capacity * row + g * hn;
-  const uint8_t* mask = key_mask ? key_mask + b * a.capacity : nullptr;
+  const T* k_base = k_cache + b * a.capacity * row + g * hn + j0 * row;
+  const T* v_base = v_cache + b * a.capacity * row + g * hn + j0 * row;
+  const uint8_t* mask = key_mask ? key_mask + b * a.capacity + j0 : nullptr;
+  const float slope = alibi_slope(a.alibi_first_head + h, a.alibi_heads);
   float local_max = -INFINITY;
-  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
     float score = -INFINITY;
-    if (!mask || mask[j]) {
-      const T* k = k_base + j * row;
-      score = 0.0f;
-      for (int64_t e = 0; e < hn; ++e) score += q[e] * load_f(k + e);
-    }
-    scores[j] = score;
+    if (!mask || mask[i]) score = dot_row(q, k_base + i * row, hn) - slope * static_cast<float>(last - j0 - i);
+    scores[i] = score;
     local_max = fmaxf(local_max, score);
   }
   const float max_score = block_reduce<true>(local_max);
-  T* o = out + (s * a.batch + b) * a.num_heads * hn + h * hn;
-  if (max_score == -INFINITY) {  // no key to attend: a zero row
-    for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) store_f(o + e, 0.0f);
+  T* o = out + r * hn;
+  float* part = partial ? partial + (r * splits + split) * (hn + 2) : nullptr;
+  if (max_score == -INFINITY) {  // no key to attend in this split: a zero row (or an empty partial)
+    for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) {
+      if (part) part[e] = 0.0f;
+      else store_f(o + e, 0.0f);
+    }
+    if (part && threadIdx.x == 0) part[hn] = -INFINITY, part[hn + 1] = 0.0f;
     return;
   }
   float local_sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
-    const float p = scores[j] == -INFINITY ? 0.0f : __expf(scores[j] - max_score);
-    scores[j] = p;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float p = scores[i] == -INFINITY ? 0.0f : __expf(scores[i] - max_score);
+    scores[i] = p;
     local_sum += p;
   }
   const float sum = block_reduce<false>(local_sum);  // its __syncthreads also publishes scores
@@ -82,17 +122,52 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
   const int64_t group = threadIdx.x / lanes, lane = threadIdx.x % lanes;
   for (int64_t d0 = 0; d0 < hn; d0 += lanes) {
     const int64_t d = d0 + lane;
-    float acc = 0.0f;
-    if (group < groups && d < hn)
-      for (int64_t j = group; j < keys; j += groups) acc += scores[j] * load_f(v_base + j * row + d);
+    float acc0 = 0.0f, acc1 = 0.0f;
+    if (group < groups && d < hn) {
+      int64_t i = group;
+      for (; i + groups < n; i += 2 * groups) {
+        acc0 += scores[i] * load_f(v_base + i * row + d);
+        acc1 += scores[i + groups] * load_f(v_base + (i + groups) * row + d);
+      }
+      if (i < n) acc0 += scores[i] * load_f(v_base + i * row + d);
+    }
     __syncthreads();
-    partial[threadIdx.x] = acc;
+    sums[threadIdx.x] = acc0 + acc1;
     __syncthreads();
     if (group == 0 && d < hn) {
       float total = 0.0f;
-      for (int64_t k = 0; k < groups; ++k) total += partial[k * lanes + lane];
-      store_f(o + d, total / sum);
+      for (int64_t k = 0; k < groups; ++k) total += sums[k * lanes + lane];
+      if (part) part[d] = total;
+      else store_f(o + d, total / sum);
     }
+  }
+  if (part && threadIdx.x == 0) part[hn] = max_score, part[hn + 1] = sum;
+}
+
+// One block per row r: the splits' partial results into the output row.
+template <typename T>
+__global__ void combine_splits_kernel(const float* partial, int64_t hn, int64_t splits, T* out) {
+  const int64_t r = blockIdx.x;
+  const float* p = partial + r * splits * (hn + 2);
+  float m = -INFINITY;
+  for (int64_t c = 0; c < splits; ++c) m = fmaxf(m, p[c * (hn + 2) + hn]);
+  T* o = out + r * hn;
+  if (m == -INFINITY) {
+    for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) store_f(o + e, 0.0f);
+    return;
+  }
+  float l = 0.0f;
+  for (int64_t c = 0; c < splits; ++c) {
+    const float mc = p[c * (hn + 2) + hn];
+    if (mc != -INFINITY) l += p[c * (hn + 2) + hn + 1] * __expf(mc - m);
+  }
+  for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t c = 0; c < splits; ++c) {
+      const float mc = p[c * (hn + 2) + hn];
+      if (mc != -INFINITY) acc += p[c * (hn + 2) + e] * __expf(mc - m);
+    }
+    store_f(o + e, acc / l);
   }
 }
 
@@ -102,22 +177,37 @@ int64_t cached_attention_max_capacity(int64_t head_dim) {  // scores of the whol
   return static_cast<int64_t>(kSharedBytes / sizeof(float)) - head_dim - kThreads;
 }
 
+int64_t cached_attention_splits(const CachedAttentionArgs& a) {
+  const int64_t rows = a.tokens * a.batch * a.num_heads;
+  if (rows <= 0 || rows >= kTargetBlocks || a.capacity < 2 * kMinSplitKeys) return 1;
+  int64_t splits = std::min((kTargetBlocks + rows - 1) / rows, a.capacity / kMinSplitKeys);
+  const size_t per_split = static_cast<size_t>(rows) * static_cast<size_t>(a.head_dim + 2) * sizeof(float);
+  splits = std::min<int64_t>(splits, static_cast<int64_t>(a.workspace_bytes / per_split));
+  return std::max<int64_t>(splits, 1);
+}
+
 void cached_attention_forward(DType t, const void* qkv, const uint8_t* key_mask, const CachedAttentionArgs& a,
                               void* k_cache, void* v_cache, void* out, cudaStream_t s) {
   if (a.tokens * a.batch == 0) return;
   TESSERA_CHECK(a.head_dim <= kMaxHeadDim, "cached attention kernel: head_dim ", a.head_dim, " > ", kMaxHeadDim);
   const int64_t appended = a.tokens * a.batch * a.num_query_groups * a.head_dim;
   const unsigned append_blocks = static_cast<unsigned>(std::min<int64_t>((appended + 255) / 256, 132 * 32));
-  // Scores for up to the whole cache: the same launch for every step (graph replays).
-  const size_t shared = static_cast<size_t>(a.head_dim + kThreads + a.capacity) * sizeof(float);
-  const unsigned blocks = static_cast<unsigned>(a.tokens * a.batch * a.num_heads);
+  // The split count depends on the capacity, not on the cached tokens: the same launches for every
+  // decode step (graph replays); each block takes ceil(keys / splits) keys of the step.
+  const int64_t splits = a.workspace ? cached_attention_splits(a) : 1;
+  const int64_t chunk = (a.capacity + splits - 1) / splits;
+  const size_t shared = static_cast<size_t>(a.head_dim + kThreads + chunk) * sizeof(float);
+  const unsigned rows = static_cast<unsigned>(a.tokens * a.batch * a.num_heads);
+  float* partial = splits > 1 ? static_cast<float*>(a.workspace) : nullptr;
   TESSERA_DEVICE_FLOAT_SWITCH(
       t, T, append_kv_kernel<T><<<append_blocks, 256, 0, s>>>(static_cast<const T*>(qkv), a, static_cast<T*>(k_cache),
                                                               static_cast<T*>(v_cache));
       TESSERA_KERNEL_LAUNCH_CHECK();
-      cached_attention_kernel<T><<<blocks, kThreads, shared, s>>>(static_cast<const T*>(qkv), key_mask, a,
-                                                                  static_cast<const T*>(k_cache),
-                                                                  static_cast<const T*>(v_cache), static_cast<T*>(out)));
+      cached_attention_kernel<T><<<dim3(rows, static_cast<unsigned>(splits)), kThreads, shared, s>>>(
+          static_cast<const T*>(qkv), key_mask, a, static_cast<const T*>(k_cache), static_cast<const T*>(v_cache),
+          static_cast<T*>(out), partial);
+      TESSERA_KERNEL_LAUNCH_CHECK();
+      if (splits > 1) combine_splits_kernel<T><<<rows, 64, 0, s>>>(partial, a.head_dim, splits, static_cast<T*>(out)));
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 

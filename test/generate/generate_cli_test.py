@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""tessera-generate through the user path on the HF GPT-2 fixture (../shared/fixtures/hf/gpt2).
+"""tessera-generate through the user path on the HF GPT-2 and Llama fixtures (../shared/fixtures/hf/).
 
   single   (label unit): import-hf then generate from the checkpoint, and generate straight from the
            HF folder: greedy and beam outputs equal HF's expected.json token for token; the same
            tokens without the KV cache; a left-padded batch of different prompt lengths equals each
            prompt alone; seeded sampling is reproducible; bad input exits 2 naming the file/key.
+           Llama (RoPE, GQA, RMSNorm, SwiGLU): greedy equals HF's expected.json through import-hf
+           and --load of the HF folder; greedy and beam equal with and without the KV cache; a
+           left-padded batch equals each prompt alone (RoPE at per-row positions). ALiBi (a random
+           small GPT): greedy, beam and a left-padded batch equal with and without the KV cache.
   parallel MPIEXEC (label mpi): TP=2 and PP=2 equal TP=1 (greedy, top-k and top-p sampling with
-           decay); DP > 1 and sequence parallelism are refused with exit code 2.
+           decay; the GPT-2 and Llama fixtures); DP > 1 and sequence parallelism are refused with
+           exit code 2.
 Prints "generate_cli <mode>: ok" only when every check passed.
 """
 import json
@@ -18,6 +23,13 @@ import tempfile
 BIN = os.environ.get("TESSERA_BIN_DIR", "build/bin")
 SHARED = os.environ.get("TESSERA_SHARED_DIR", "../shared")
 FIXTURE = os.path.join(SHARED, "fixtures", "hf", "gpt2")
+LLAMA = os.path.join(SHARED, "fixtures", "hf", "llama")
+# A small random ALiBi GPT (no fixture has ALiBi): std 0.2 weights give peaked, tie-free logits.
+ALIBI = ["--random-init"] + [x for kv in ("model.num_layers=2", "model.hidden_size=64", "model.num_attention_heads=4",
+                                          "model.max_position_embeddings=64", "model.seq_length=64",
+                                          'model.position_embedding_type="alibi"', "model.init_method_std=0.2",
+                                          "model.hidden_dropout=0.0", "model.attention_dropout=0.0")
+                             for x in ("--set", kv)]
 failures = []
 
 
@@ -49,6 +61,53 @@ def prompts_file(tmp, rows, name="prompts.jsonl"):
         for r in rows:
             f.write(json.dumps(r) + "\n")
     return path
+
+
+def llama_single(tmp):
+    """Llama fixture: HF greedy parity through both user paths; KV cache on/off; left padding."""
+    expected = json.load(open(os.path.join(LLAMA, "expected.json")))["generate"]["greedy"]
+    ids, n_new = expected["kwargs"]["input_ids"], expected["kwargs"]["max_new_tokens"]
+    hf = os.path.join(LLAMA, "hf")
+    ckpt = os.path.join(tmp, "llama-ckpt")
+    p = subprocess.run([os.path.join(BIN, "tessera-convert"), "import-hf", "--input", hf, "--output", ckpt],
+                       capture_output=True, text=True)
+    check(p.returncode == 0, "llama import-hf failed: " + p.stderr[-1000:])
+    greedy_file = prompts_file(tmp, [{"prompt_ids": x} for x in ids], "llama_greedy.jsonl")
+    g_args = ["--prompts-file", greedy_file, "--max-new-tokens", str(n_new)]
+    for load in (ckpt, hf):
+        rows = generate(["--load", load] + g_args)
+        check([r["output_ids"] for r in rows] == expected["output_ids"], "llama greedy from %s: %s != HF %s" % (
+            load, [r["output_ids"] for r in rows], expected["output_ids"]))
+    rows = generate(["--load", ckpt, "--no-kv-cache"] + g_args)
+    check([r["output_ids"] for r in rows] == expected["output_ids"], "llama greedy without KV cache differs")
+    b_args = ["--prompts-file", prompts_file(tmp, [{"prompt_ids": ids[0]}], "llama_beam.jsonl"), "--max-new-tokens", "8",
+              "--num-beams", "3", "--length-penalty", "1.5"]
+    with_cache, without = generate(["--load", ckpt] + b_args), generate(["--load", ckpt, "--no-kv-cache"] + b_args)
+    check(with_cache and with_cache == without, "llama beam with / without KV cache: %s != %s" % (with_cache, without))
+    # Left padding: RoPE positions count from each row's first token.
+    mixed = prompts_file(tmp, [{"prompt_ids": ids[0]}, {"prompt_ids": ids[1][3:]}], "llama_mixed.jsonl")
+    alone = prompts_file(tmp, [{"prompt_ids": ids[1][3:]}], "llama_alone.jsonl")
+    for extra in ([], ["--no-kv-cache"]):
+        both = generate(["--load", ckpt, "--prompts-file", mixed, "--max-new-tokens", "10"] + extra)
+        one = generate(["--load", ckpt, "--prompts-file", alone, "--max-new-tokens", "10"] + extra)
+        check(len(both) == 2 and one and both[1]["output_ids"] == one[0]["output_ids"],
+              "llama left-padded row %s differs from the prompt alone" % extra)
+
+
+def alibi_single(tmp):
+    """A random ALiBi GPT: the KV cache changes nothing (greedy, beam, a left-padded batch)."""
+    mixed = prompts_file(tmp, [{"prompt_ids": [11, 22, 33, 44, 55, 66]}, {"prompt_ids": [7, 8, 9]}], "alibi.jsonl")
+    for extra in (["--max-new-tokens", "12"], ["--max-new-tokens", "8", "--num-beams", "3"]):
+        with_cache = generate(ALIBI + ["--prompts-file", mixed] + extra)
+        without = generate(ALIBI + ["--prompts-file", mixed, "--no-kv-cache"] + extra)
+        check(with_cache and [r["output_ids"] for r in with_cache] == [r["output_ids"] for r in without],
+              "alibi %s with / without KV cache: %s != %s" % (extra, [r["output_ids"] for r in with_cache],
+                                                             [r["output_ids"] for r in without]))
+    alone = prompts_file(tmp, [{"prompt_ids": [7, 8, 9]}], "alibi_alone.jsonl")
+    both = generate(ALIBI + ["--prompts-file", mixed, "--max-new-tokens", "12"])
+    one = generate(ALIBI + ["--prompts-file", alone, "--max-new-tokens", "12"])
+    check(len(both) == 2 and one and both[1]["output_ids"] == one[0]["output_ids"],
+          "alibi left-padded row differs from the prompt alone")
 
 
 def main():
@@ -126,6 +185,8 @@ def main():
                 p.returncode, p.stderr[-300:]))
             p = run(["--load", os.path.join(tmp, "missing"), "--prompts-file", alone_a])
             check(p.returncode == 2 and "missing" in p.stderr, "missing checkpoint: rc %d" % p.returncode)
+            llama_single(tmp)
+            alibi_single(tmp)
         else:
             mpi = sys.argv[2]
             mixed = prompts_file(tmp, [{"prompt_ids": greedy["kwargs"]["input_ids"][0]},
@@ -135,14 +196,24 @@ def main():
                      ["--prompts-file", mixed, "--max-new-tokens", "12", "--top-p", "0.95", "--top-p-decay", "0.9",
                       "--top-p-bound", "0.5", "--temperature", "5", "--seed", "5"],
                      b_args]
-            for case in cases:
-                ref = generate(["--load", hf] + case)
+            llama_expected = json.load(open(os.path.join(LLAMA, "expected.json")))["generate"]["greedy"]
+            llama_ids = llama_expected["kwargs"]["input_ids"]
+            llama_mixed = prompts_file(tmp, [{"prompt_ids": llama_ids[0]}, {"prompt_ids": llama_ids[1][2:]}], "lmixed.jsonl")
+            llama_hf = os.path.join(LLAMA, "hf")
+            cases = [(hf, c) for c in cases] + [
+                (llama_hf, ["--prompts-file", llama_mixed, "--max-new-tokens", "12"]),
+                (llama_hf, ["--prompts-file", llama_mixed, "--max-new-tokens", "12", "--top-k", "20", "--temperature",
+                            "3", "--seed", "3"]),
+                (llama_hf, ["--prompts-file", llama_mixed, "--max-new-tokens", "8", "--num-beams", "3"])]
+            for hf_dir, case in cases:
+                ref = generate(["--load", hf_dir] + case)
                 check(ref != [], "TP=1 reference ran")
                 for layout in (["parallel.tensor_model_parallel_size=2"], ["parallel.pipeline_model_parallel_size=2"]):
                     sets = [x for kv in layout for x in ("--set", kv)]
-                    rows = generate(["--load", hf] + case + sets, mpi=mpi, np=2)
+                    rows = generate(["--load", hf_dir] + case + sets, mpi=mpi, np=2)
                     check([r["output_ids"] for r in rows] == [r["output_ids"] for r in ref],
-                          "%s %s: %s != TP=1 %s" % (layout, " ".join(case[2:]), [r["output_ids"] for r in rows],
+                          "%s %s %s: %s != TP=1 %s" % (os.path.basename(os.path.dirname(hf_dir)), layout,
+                                                       " ".join(case[2:]), [r["output_ids"] for r in rows],
                                                     [r["output_ids"] for r in ref]))
             p = run(["--load", hf, "--prompts-file", mixed], mpi=mpi, np=2)
             # Each rank exits 2 through MPI_Abort; mpirun reports a non-zero code (usually 2, 1 on some aborts).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Generation on one GPU in one call: (1) gpu_generate_parity_test (KV-cache attention and greedy
-# reduction vs CPU); (2) GPU greedy tokens == CPU greedy tokens on the HF GPT-2 fixture (fp32 on the
-# GPU must match exactly; bf16 is reported); (3) decode speed: tessera-generate (random weights, bf16,
+# reduction vs CPU, Llama-style and ALiBi decoding vs the CPU model); (2) GPU greedy tokens == CPU
+# greedy tokens on the HF GPT-2 and Llama fixtures (fp32 on the GPU must match exactly and the CPU
+# must match HF's expected.json; bf16 is reported); (4) gpu_decode_op_bench (per-op decode cost,
+# decode_op_bench.txt); (3) decode speed: tessera-generate (random weights, bf16,
 # greedy, prompt 128, 256 new tokens, batch 1 and 32) on GPT-2 124M and the 1.5B shape, and
 # ../shared/bench/hf_generate_anchor.py (transformers generate) on the same shapes, with ratios and the
 # acceptance floors. Usage: generate_bench.sh BIN_DIR SOURCE_DIR [OUT_DIR] [SHARED_DIR]
@@ -60,6 +62,48 @@ print("GENERATE_PARITY", "PASS" if ok else "FAIL")
 sys.exit(0 if ok else 1)
 PY
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+# (2b) the Llama fixture (RoPE, GQA, RMSNorm, SwiGLU): GPU greedy tokens == CPU == HF
+llama=$shared/fixtures/hf/llama
+python3 - "$llama/expected.json" "$out/llama_prompts.jsonl" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["generate"]["greedy"]
+with open(sys.argv[2], "w") as f:
+    for ids in g["kwargs"]["input_ids"]:
+        f.write(json.dumps({"prompt_ids": ids}) + "\n")
+    f.write(json.dumps({"prompt_ids": g["kwargs"]["input_ids"][1][2:]}) + "\n")  # a left-padded row
+PY
+lgen() { "$bin/tessera-generate" --load "$llama/hf" --prompts-file "$out/llama_prompts.jsonl" --max-new-tokens 12 "$@"; }
+lgen --set training.device=\"cpu\" >"$out/llama_cpu.jsonl" 2>"$out/llama_cpu.log" || { note "Llama CPU run failed"; status=1; }
+lgen --set training.device=\"cuda\" --set training.precision=\"fp32\" >"$out/llama_gpu_fp32.jsonl" 2>"$out/llama_gpu_fp32.log" ||
+  { note "Llama GPU fp32 run failed: $(tail -3 "$out/llama_gpu_fp32.log")"; status=1; }
+lgen --set training.device=\"cuda\" --set training.precision=\"bf16\" >"$out/llama_gpu_bf16.jsonl" 2>"$out/llama_gpu_bf16.log" ||
+  { note "Llama GPU bf16 run failed: $(tail -3 "$out/llama_gpu_bf16.log")"; status=1; }
+python3 - "$out" "$llama/expected.json" <<'PY' | tee -a "$out/generate_summary.txt"
+import json, sys
+out = sys.argv[1]
+def rows(name):
+    try:
+        return [json.loads(l)["output_ids"] for l in open(f"{out}/{name}") if l.strip()]
+    except (OSError, ValueError):
+        return None
+cpu, fp32, bf16 = rows("llama_cpu.jsonl"), rows("llama_gpu_fp32.jsonl"), rows("llama_gpu_bf16.jsonl")
+hf = json.load(open(sys.argv[2]))["generate"]["greedy"]["output_ids"]
+print("llama greedy: CPU == HF:", cpu is not None and cpu[:2] == hf)
+print("llama greedy: GPU fp32 == CPU:", fp32 is not None and fp32 == cpu, "| GPU bf16 == CPU:", bf16 == cpu,
+      "| GPU fp32 == HF:", fp32 is not None and fp32[:2] == hf)
+ok = cpu is not None and cpu[:2] == hf and fp32 == cpu
+print("LLAMA_GENERATE_PARITY", "PASS" if ok else "FAIL")
+sys.exit(0 if ok else 1)
+PY
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+# (4) per-op decode cost
+if [ -x "$bin/gpu_decode_op_bench" ]; then
+  "$bin/gpu_decode_op_bench" >"$out/decode_op_bench.txt" 2>&1
+  note "== gpu_decode_op_bench: exit $? (per-op table in $out/decode_op_bench.txt)"
+  grep "=> one layer" "$out/decode_op_bench.txt" | tee -a "$out/generate_summary.txt"
+fi
 
 # (3) speed
 : >"$out/generate_bench.jsonl"

@@ -1,13 +1,21 @@
 // Generation's CUDA ops against their CPU references: attention over a KV cache (prefill, then one
-// token at a time, left padding, grouped queries; f32 and bf16; the written caches too) and the
-// greedy row reduction (argmax + log-softmax, padded vocabulary columns ignored). Prints one line per
-// case; exits 1 on a failure, 77 without a visible GPU.
+// token at a time, left padding, grouped queries, ALiBi with a tensor-parallel head slice, the
+// split-cache path of small batches; f32 and bf16; the written caches too), the greedy row
+// reduction (argmax + log-softmax, padded vocabulary columns ignored), and whole-model decoding
+// (GPTModel::forward_cached: a prefill then cached steps of a left-padded batch) of a Llama-style
+// model (RoPE at per-row positions, GQA, RMSNorm, SwiGLU) and an ALiBi GPT against the CPU f32
+// model with the same weights. Prints one line per case as it finishes (line-buffered); exits 1 on a
+// failure, 77 without a visible GPU.
 #include <cstdio>
 #include <random>
 
 #include "device_test_support.h"
+#include "tessera/core/buffer.h"
+#include "tessera/models/gpt.h"
 #include "tessera/ops/argmax.h"
 #include "tessera/ops/cached_attention.h"
+#include "tessera/ops/elementwise.h"
+#include "tessera/train/config.h"
 
 using namespace tessera;
 using namespace tessera::gpu_test;
@@ -16,7 +24,7 @@ namespace {
 int failures = 0;
 
 void cached_attention_case(const char* name, DType t, int64_t batch, int64_t na, int64_t ng, int64_t hn, int64_t prefill,
-                           int64_t steps) {
+                           int64_t steps, int64_t alibi_heads = 0, int64_t alibi_first_head = 0) {
   std::mt19937 rng(11);
   const int64_t seq = prefill + steps, capacity = seq + 3, width = (na + 2 * ng) * hn;
   const std::vector<float> qkv = random_normal(rng, seq * batch * width, 1.0f, t);
@@ -27,6 +35,9 @@ void cached_attention_case(const char* name, DType t, int64_t batch, int64_t na,
   p.num_heads = na;
   p.num_query_groups = ng;
   p.head_dim = hn;
+  p.alibi = alibi_heads > 0;
+  p.alibi_heads = alibi_heads;
+  p.alibi_first_head = alibi_first_head;
   // CPU reference in f32.
   std::vector<float> kc(static_cast<size_t>(batch * capacity * ng * hn)), vc(kc.size()),
       out(static_cast<size_t>(seq * batch * na * hn));
@@ -61,7 +72,7 @@ void cached_attention_case(const char* name, DType t, int64_t batch, int64_t na,
   const bool ok = e_out.error <= tolerance && e_k.error <= tolerance && e_v.error <= tolerance &&
                   e_out.special_mismatches + e_k.special_mismatches + e_v.special_mismatches == 0;
   std::printf("%s cached_attention %s %s: out %.2e, caches %.2e %.2e (tolerance %.0e)\n", ok ? "PASS" : "FAIL", name,
-              dtype_name(t), e_out.error, e_k.error, e_v.error, tolerance);
+              std::string(dtype_name(t)).c_str(), e_out.error, e_k.error, e_v.error, tolerance);
   if (!ok) ++failures;
 }
 
@@ -89,13 +100,100 @@ void argmax_case(DType t) {
     worst = std::max(worst, std::fabs(double(g_logprob[r]) - logprob[r]));
   }
   ok = ok && worst < 1e-3;
-  std::printf("%s argmax_log_softmax %s: indices %s, max |logprob diff| %.2e\n", ok ? "PASS" : "FAIL", dtype_name(t),
+  std::printf("%s argmax_log_softmax %s: indices %s, max |logprob diff| %.2e\n", ok ? "PASS" : "FAIL",
+              std::string(dtype_name(t)).c_str(),
               ok ? "equal" : "differ", worst);
+  if (!ok) ++failures;
+}
+// A small decoder of `kind` (rope: Llama-style; alibi: GPT-2 with ALiBi), dropout off.
+train::ModelConfig small_model(const std::string& kind) {
+  train::ModelConfig m = train::load_config("", {"data.mock_data=true", "data.vocab_size=64"}).model;
+  m.num_layers = 2;
+  m.hidden_size = 128;
+  m.num_attention_heads = 4;
+  m.num_query_groups = 4;
+  m.ffn_hidden_size = 256;
+  m.seq_length = 160;
+  m.max_position_embeddings = 160;
+  m.hidden_dropout = m.attention_dropout = 0.0;
+  if (kind == "rope") {
+    m.position_embedding_type = "rope";
+    m.normalization = "rmsnorm";
+    m.activation = "swiglu";
+    m.num_query_groups = 2;
+    m.add_bias_linear = false;
+    m.untie_embeddings_and_output_weights = true;
+  } else {
+    m.position_embedding_type = "alibi";
+  }
+  return m;
+}
+
+// Logits (last token per row, f32 on the host) of a prefill of `prefill` tokens and then `steps` cached
+// single-token steps of a left-padded batch: row b has b padding tokens; positions count from each
+// row's first token.
+std::vector<float> decode_logits(const train::ModelConfig& config, DType dtype, Device device, int64_t rows,
+                                 int64_t prefill, int64_t steps) {
+  const int64_t vocab = 64, capacity = prefill + steps;
+  models::GPTModel model(config, vocab, dtype, device);
+  model.initialize(1234);
+  Arena cache_arena(size_t(16) << 20, device), step_arena(size_t(64) << 20, device);
+  models::GPTKvCache cache = model.allocate_kv_cache(cache_arena, rows, capacity);
+  std::mt19937 rng(3);
+  std::vector<int32_t> ids(static_cast<size_t>(capacity * rows)), positions(ids.size(), 0);
+  std::vector<uint8_t> mask(static_cast<size_t>(rows * capacity), 0);
+  for (int64_t s = 0; s < capacity; ++s)
+    for (int64_t b = 0; b < rows; ++b) {
+      ids[s * rows + b] = static_cast<int32_t>(rng() % vocab);
+      if (s >= b) {
+        positions[s * rows + b] = static_cast<int32_t>(s - b);
+        mask[b * capacity + s] = 1;
+      }
+    }
+  auto to_device = [&](void* host, DType t, Shape shape) {
+    Tensor out = step_arena.allocate(t, shape);
+    ops::copy(Tensor(host, t, shape), out);
+    return out;
+  };
+  std::vector<float> all;
+  for (int64_t past = 0; past < capacity; past += past == 0 ? prefill : 1) {
+    const int64_t t = past == 0 ? prefill : 1;
+    step_arena.reset();
+    Tensor ids_t = to_device(ids.data() + past * rows, DType::i32, {t * rows});
+    Tensor pos_t = to_device(positions.data() + past * rows, DType::i32, {t * rows});
+    Tensor mask_t = to_device(mask.data(), DType::u8, {rows, capacity});
+    if (cache.past_device.data()) {
+      int32_t host_past = static_cast<int32_t>(past);
+      ops::copy(Tensor(&host_past, DType::i32, {1}), cache.past_device);
+    }
+    Tensor logits = model.forward_cached(0, step_arena, ids_t, pos_t, Tensor(), mask_t, cache, past, t, true);
+    Tensor f32 = step_arena.allocate(DType::f32, logits.shape());
+    ops::copy(logits, f32);
+    std::vector<float> host(static_cast<size_t>(f32.numel()));
+    ops::copy(f32, Tensor(host.data(), DType::f32, f32.shape()));
+    ops::synchronize(device);
+    all.insert(all.end(), host.begin(), host.end());
+  }
+  return all;
+}
+
+void model_case(const std::string& kind, DType t) {
+  const train::ModelConfig config = small_model(kind);
+  const int64_t rows = 3, prefill = 100, steps = 4;  // capacity 104: the decode steps split the cache scan
+  const std::vector<float> ref = decode_logits(config, DType::f32, Device::cpu(), rows, prefill, steps);
+  const std::vector<float> got = decode_logits(config, t, Device::cuda(0), rows, prefill, steps);
+  const auto e = normalised_error(got, ref, DType::f32);
+  const double tolerance = t == DType::f32 ? 1e-4 : 5e-2;
+  const bool ok = got.size() == ref.size() && e.error <= tolerance && e.special_mismatches == 0;
+  std::printf("%s forward_cached %s model %s: logits of prefill + %lld cached steps %.2e (tolerance %.0e)\n",
+              ok ? "PASS" : "FAIL", kind.c_str(), std::string(dtype_name(t)).c_str(), static_cast<long long>(steps),
+              e.error, tolerance);
   if (!ok) ++failures;
 }
 }  // namespace
 
 int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each case's line reaches a redirected stdout before the next runs
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SKIP: no CUDA device visible\n");
@@ -106,7 +204,13 @@ int main() {
     cached_attention_case("hn8", t, 2, 4, 4, 8, 6, 3);
     cached_attention_case("gpt2-124m-b32", t, 32, 12, 12, 64, 128, 3);
     cached_attention_case("hn128", t, 2, 8, 8, 128, 40, 2);
+    cached_attention_case("split-b1", t, 1, 12, 12, 64, 300, 3);
+    cached_attention_case("split-gqa-b2", t, 2, 8, 2, 128, 200, 3);
+    cached_attention_case("alibi", t, 3, 4, 2, 64, 5, 4, 4, 0);
+    cached_attention_case("alibi-tp-slice-split", t, 1, 6, 6, 64, 150, 3, 12, 6);
     argmax_case(t);
+    model_case("rope", t);
+    model_case("alibi", t);
   }
   std::printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

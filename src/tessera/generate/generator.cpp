@@ -20,15 +20,8 @@ namespace tessera::generate {
 namespace {
 constexpr int kLogitsTag = 4207;
 
-// A host vector as a tensor in the arena (on the arena's device).
-template <typename T>
-Tensor upload(Arena& arena, const std::vector<T>& host, Shape shape) {
-  Tensor staged(const_cast<T*>(host.data()), dtype_of<T>(), shape, Device::cpu());
-  Tensor out = arena.allocate(dtype_of<T>(), shape);
-  if (out.device().is_cpu()) std::memcpy(out.data(), host.data(), host.size() * sizeof(T));
-  else copy_synchronous(staged, out);
-  return out;
-}
+// The same words read as f32 (an i32 buffer's half holding log-probabilities).
+Tensor as_f32(const Tensor& t) { return Tensor(t.data(), DType::f32, t.shape(), t.device()); }
 
 std::vector<float> log_softmax_rows(const std::vector<float>& logits, int64_t rows, int64_t vocab) {
   std::vector<float> out(logits.size());
@@ -41,7 +34,69 @@ std::vector<float> log_softmax_rows(const std::vector<float>& logits, int64_t ro
   }
   return out;
 }
+
+// Host -> device without a stream synchronisation (small pageable copies are staged at once).
+void upload_words(const int32_t* host, const Tensor& device_words) {
+  if (device_words.numel() == 0) return;
+  if (device_words.device().is_cpu())
+    std::memcpy(device_words.data(), host, static_cast<size_t>(device_words.numel()) * sizeof(int32_t));
+  else
+    ops::copy(Tensor(const_cast<int32_t*>(host), DType::i32, device_words.shape(), Device::cpu()), device_words);
+}
+
+// (argmax, log-probability) pairs from a device summary [indices (rows) | f32 log-probabilities (rows)]:
+// one device -> host copy.
+std::vector<float> download_summary(const Tensor& summary, int64_t rows) {
+  std::vector<int32_t> host(static_cast<size_t>(2 * rows));
+  if (summary.device().is_cpu()) std::memcpy(host.data(), summary.data(), host.size() * sizeof(int32_t));
+  else ops::copy(summary, Tensor(host.data(), DType::i32, summary.shape(), Device::cpu()));  // waits for the step
+  std::vector<float> out(static_cast<size_t>(2 * rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    out[2 * r] = static_cast<float>(host[r]);  // exact below 2^24
+    std::memcpy(&out[2 * r + 1], &host[rows + r], sizeof(float));
+  }
+  return out;
+}
 }  // namespace
+
+void Generator::allocate_request(int64_t rows, int64_t capacity) {
+  cache_arena_.reset();
+  cache_ = model_.allocate_kv_cache(cache_arena_, rows, capacity);
+  graph_.reset();  // new buffers: the next decode step captures again
+  // [past | key mask bytes (whole words) | ids | positions], at fixed addresses for the request (a
+  // captured step reads them in place); every layer's attention reads the cached-token count here.
+  const int64_t mask_words = (rows * capacity + 3) / 4;
+  inputs_device_ = cache_arena_.allocate(DType::i32, {1 + mask_words + 2 * capacity * rows});
+  inputs_host_.assign(static_cast<size_t>(inputs_device_.numel()), 0);
+  if (cache_.past_device.data()) {
+    cache_.past_device = inputs_device_.rows(0, 1);
+    for (auto& chunk : cache_.chunks)
+      for (auto& slot : chunk) slot.past = cache_.past_device;
+  }
+}
+
+Tensor Generator::upload_inputs(const std::vector<int32_t>& ids, const std::vector<int32_t>& positions,
+                                const std::vector<uint8_t>& key_mask, int64_t past, int64_t n, Tensor& ids_t,
+                                Tensor& positions_t) {
+  const int64_t rows = cache_.batch, capacity = cache_.capacity, mask_words = (rows * capacity + 3) / 4;
+  const int64_t ids_at = 1 + mask_words, positions_at = ids_at + capacity * rows;
+  TESSERA_CHECK(n <= capacity * rows && static_cast<int64_t>(ids.size()) == n &&
+                    static_cast<int64_t>(positions.size()) == n &&
+                    static_cast<int64_t>(key_mask.size()) == rows * capacity,
+                "generation step inputs do not match the request's cache");
+  int32_t* host = inputs_host_.data();
+  host[0] = static_cast<int32_t>(past);
+  std::memcpy(host + 1, key_mask.data(), key_mask.size());
+  std::memcpy(host + ids_at, ids.data(), static_cast<size_t>(n) * sizeof(int32_t));
+  std::memcpy(host + positions_at, positions.data(), static_cast<size_t>(n) * sizeof(int32_t));
+  upload_words(host, inputs_device_.rows(0, ids_at));
+  upload_words(host + ids_at, inputs_device_.rows(ids_at, ids_at + n));
+  upload_words(host + positions_at, inputs_device_.rows(positions_at, positions_at + n));
+  ids_t = inputs_device_.rows(ids_at, ids_at + n);
+  positions_t = inputs_device_.rows(positions_at, positions_at + n);
+  return Tensor(static_cast<uint8_t*>(inputs_device_.data()) + sizeof(int32_t), DType::u8, {rows, capacity},
+                inputs_device_.device());
+}
 
 Generator::Generator(models::GPTModel& model, parallel::ParallelContext& context, const ParallelConfig& parallel,
                      int64_t pad_token, bool cuda_graphs)
@@ -110,35 +165,18 @@ std::vector<float> Generator::forward(const std::vector<int32_t>& ids, const std
   const int64_t rows = cache_.batch, vocab = model_.vocab_size(), padded = model_.padded_vocab_size();
   step_arena_.reset();
   Tensor ids_t, positions_t, input;
-  if (pp_rank == 0) {
-    ids_t = upload(step_arena_, ids, {tokens * rows});
-    positions_t = upload(step_arena_, positions, {tokens * rows});
-  }
-  Tensor mask_t = upload(step_arena_, key_mask, {rows, cache_.capacity});
-  if (cache_.past_device.defined() && cache_.past_device.data()) {
-    std::vector<int32_t> host_past = {static_cast<int32_t>(past)};
-    copy_synchronous(Tensor(host_past.data(), DType::i32, {1}, Device::cpu()), cache_.past_device);
-  }
+  const Tensor mask_t = upload_inputs(ids, positions, key_mask, past, tokens * rows, ids_t, positions_t);
   // A greedy decode step on one GPU: replay the captured graph (captured at the first such step).
   if (cuda_graphs_ && !graph_failed_ && tokens == 1 && last_only && greedy_only) {
     if (!graph_.ready())
       graph_failed_ = !graph_.capture([&] {
         Tensor logits = model_.forward_cached(0, step_arena_, ids_t, positions_t, Tensor(), mask_t, cache_, past, 1, true);
-        graph_index_ = step_arena_.allocate(DType::i32, {rows});
-        graph_logprob_ = step_arena_.allocate(DType::f32, {rows});
-        ops::argmax_log_softmax(logits, vocab, graph_index_, graph_logprob_);
+        graph_summary_ = step_arena_.allocate(DType::i32, {2 * rows});
+        ops::argmax_log_softmax(logits, vocab, graph_summary_.rows(0, rows), as_f32(graph_summary_.rows(rows, 2 * rows)));
       });
     if (graph_.ready()) {
       graph_.launch();
-      std::vector<int32_t> host_index(static_cast<size_t>(rows));
-      std::vector<float> host_logprob(static_cast<size_t>(rows)), summary(static_cast<size_t>(2 * rows));
-      copy_synchronous(graph_index_, Tensor(host_index.data(), DType::i32, {rows}, Device::cpu()));
-      copy_synchronous(graph_logprob_, Tensor(host_logprob.data(), DType::f32, {rows}, Device::cpu()));
-      for (int64_t r = 0; r < rows; ++r) {
-        summary[2 * r] = static_cast<float>(host_index[r]);
-        summary[2 * r + 1] = host_logprob[r];
-      }
-      return summary;
+      return download_summary(graph_summary_, rows);
     }
   }
   if (pp_rank > 0) {
@@ -154,22 +192,9 @@ std::vector<float> Generator::forward(const std::vector<int32_t>& ids, const std
     context_.pipeline().send(out, pp_rank + 1);
   } else if (context_.tp_rank() == 0 && greedy_only) {
     TESSERA_CHECK(last_only, "greedy_only needs last_only");
-    Tensor index = step_arena_.allocate(DType::i32, {out_rows}), logprob = step_arena_.allocate(DType::f32, {out_rows});
-    ops::argmax_log_softmax(out, vocab, index, logprob);
-    std::vector<int32_t> host_index(static_cast<size_t>(out_rows));
-    std::vector<float> host_logprob(static_cast<size_t>(out_rows));
-    if (index.device().is_cpu()) {
-      std::memcpy(host_index.data(), index.data(), host_index.size() * sizeof(int32_t));
-      std::memcpy(host_logprob.data(), logprob.data(), host_logprob.size() * sizeof(float));
-    } else {
-      copy_synchronous(index, Tensor(host_index.data(), DType::i32, {out_rows}, Device::cpu()));
-      copy_synchronous(logprob, Tensor(host_logprob.data(), DType::f32, {out_rows}, Device::cpu()));
-    }
-    logits.resize(static_cast<size_t>(2 * out_rows));
-    for (int64_t r = 0; r < out_rows; ++r) {
-      logits[2 * r] = static_cast<float>(host_index[r]);  // exact below 2^24
-      logits[2 * r + 1] = host_logprob[r];
-    }
+    Tensor summary = step_arena_.allocate(DType::i32, {2 * out_rows});  // indices, then f32 log-probabilities
+    ops::argmax_log_softmax(out, vocab, summary.rows(0, out_rows), as_f32(summary.rows(out_rows, 2 * out_rows)));
+    logits = download_summary(summary, out_rows);
     if (!world_root)
       TESSERA_MPI_CHECK(MPI_Send(logits.data(), static_cast<int>(logits.size()), MPI_FLOAT, 0, kLogitsTag,
                                  MPI_COMM_WORLD));
@@ -264,9 +289,7 @@ std::vector<GenerationResult> Generator::sample_batch(const GenerationRequest& r
   for (const auto& p : request.prompts) prompts.push_back(&p);
   Batch batch(prompts, request.max_new_tokens, pad_token_);
   const int64_t rows = batch.rows, P = batch.prompt_len, vocab = model_.vocab_size();
-  cache_arena_.reset();
-  cache_ = model_.allocate_kv_cache(cache_arena_, rows, batch.capacity);
-  graph_.reset();  // new buffers: the next decode step captures again
+  allocate_request(rows, batch.capacity);
   const bool root = context_.world().rank() == 0;
   std::vector<GenerationResult> results(root ? static_cast<size_t>(rows) : 0);
 
@@ -332,9 +355,7 @@ GenerationResult Generator::beam_search(const GenerationRequest& request, const 
   std::vector<const std::vector<int32_t>*> prompts(static_cast<size_t>(beams), &prompt);
   Batch batch(prompts, request.max_new_tokens, pad_token_);
   const int64_t P = batch.prompt_len, vocab = model_.vocab_size();
-  cache_arena_.reset();
-  cache_ = model_.allocate_kv_cache(cache_arena_, beams, batch.capacity);
-  graph_.reset();
+  allocate_request(beams, batch.capacity);
   const bool root = context_.world().rank() == 0;
   GenerationResult result;
   result.prompt_length = P;

@@ -46,6 +46,14 @@ class Generator {
   std::vector<float> forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& positions,
                              const std::vector<uint8_t>& key_mask, int64_t past, int64_t tokens, bool last_only,
                              bool greedy_only = false);
+  // A request's KV cache and step-input buffer (cache arena), the graph forgotten.
+  void allocate_request(int64_t rows, int64_t capacity);
+  // The step's ids, positions (n = t * rows each), key mask and cached-token count into the request's
+  // input buffer without a stream synchronisation (one staged copy each); returns the key mask and
+  // sets the ids / positions views (fixed addresses: a captured decode step reads them in place).
+  Tensor upload_inputs(const std::vector<int32_t>& ids, const std::vector<int32_t>& positions,
+                       const std::vector<uint8_t>& key_mask, int64_t past, int64_t n, Tensor& ids_t,
+                       Tensor& positions_t);
   // Rank 0's choice broadcast to every rank (values[0] = 1 when generation ends after this step).
   void broadcast_ints(std::vector<int32_t>& values);
 
@@ -57,7 +65,9 @@ class Generator {
   bool cuda_graphs_;
   bool graph_failed_ = false;
   StepGraph graph_;
-  Tensor graph_index_, graph_logprob_;  // the captured step's outputs
+  Tensor graph_summary_;  // the captured step's output: argmax indices, then f32 log-probabilities
+  Tensor inputs_device_;  // i32 [1 + mask words + 2 capacity rows]: past, key mask, ids, positions
+  std::vector<int32_t> inputs_host_;  // its host staging copy
 };
 
 }  // namespace tessera::generate

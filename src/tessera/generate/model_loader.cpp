@@ -100,12 +100,6 @@ void build_model(GenerationSetup& x, int64_t vocab) {
   build.pipeline_size = x.context->pp_size();
   build.chunks = parallel::pipeline_chunk_layouts(x.config.model.num_layers, p, x.context->pp_size(),
                                                   x.context->pp_rank());
-  // The KV-cache attention adds no rotary or ALiBi position terms yet: refuse those models here
-  // instead of generating from wrong attention scores.
-  if (const auto& m = x.config.model; m.position_embedding_type == "rope" || m.position_embedding_type == "alibi")
-    TESSERA_CONFIG_FAIL("model.position_embedding_type = \"", m.position_embedding_type,
-                        "\" is not supported yet by tessera-generate (its KV-cache attention has learned_absolute "
-                        "positions only)");
   x.model = models::model_family(x.config.model.architecture).build(build);
   x.gpt = dynamic_cast<models::GPTModel*>(x.model.get());
   if (!x.gpt)

@@ -410,7 +410,7 @@ Tensor GPTModel::forward_cached(int c, Arena& arena, const Tensor& ids, const Te
     x = input;
   }
   for (size_t i = 0; i < chunk.layers.size(); ++i)
-    x = chunk.layers[i].forward_cached(arena, x, tokens, batch, key_mask, cache.chunks[c][i], past);
+    x = chunk.layers[i].forward_cached(arena, x, tokens, batch, key_mask, cache.chunks[c][i], past, positions);
   if (!chunk.layout.has_head) return x;
   if (last_only) x = x.rows((tokens - 1) * batch, tokens * batch);
   nn::Norm::Saved ln;

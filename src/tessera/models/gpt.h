@@ -130,7 +130,8 @@ class GPTModel : public StageModel {
   GPTKvCache allocate_kv_cache(Arena& arena, int64_t batch, int64_t capacity) const;
   // Chunk forward of t new tokens per sequence at cache indices [past, past + t) (no dropout). The
   // embedding chunk reads ids and positions (i32 [t*b], sequence-major, on the arena's device);
-  // another chunk reads `input` [t*b, h] from the previous stage. key_mask: u8 [b, capacity] (1 =
+  // another chunk reads `input` [t*b, h] from the previous stage. Every chunk of a RoPE model needs
+  // positions (its layers rotate q and k by them). key_mask: u8 [b, capacity] (1 =
   // real token) on the arena's device. Returns the hidden state [t*b, h], or, on the head chunk, the
   // logits gathered over TP, [rows, padded_vocab] with rows the last token's b rows (last_only) or
   // all t*b rows.

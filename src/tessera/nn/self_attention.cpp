@@ -117,20 +117,26 @@ Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, in
   return qkv_.backward(arena, dqkv.view({seq * batch, saved.qkv.dim(1)}), saved.in);
 }
 
+int64_t SelfAttention::qkv_width() const {
+  return (shape_.num_heads + 2 * shape_.num_query_groups) / tp_.size * (shape_.hidden_size / shape_.num_heads);
+}
+
 int64_t SelfAttention::kv_width() const {
   return shape_.num_query_groups / tp_.size * (shape_.hidden_size / shape_.num_heads);
 }
 
 Tensor SelfAttention::forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch,
-                                     const Tensor& key_mask, const KvCacheSlot& cache, int64_t past) const {
-  TESSERA_CHECK(!shape_.rotary.enabled && !shape_.alibi, name_, ": KV-cache generation supports learned absolute ",
-                "positions only (no RoPE or ALiBi yet)");
+                                     const Tensor& key_mask, const KvCacheSlot& cache, int64_t past,
+                                     const Tensor& positions) const {
   auto p = params(DropoutContext{});
   Tensor total_input;
-  Tensor qkv = qkv_.forward(arena, in, total_input);
+  Tensor qkv = qkv_.forward(arena, in, total_input).view({tokens, batch, qkv_width()});
+  if (shape_.rotary.enabled) {  // the new q and k at their positions, before k enters the cache
+    TESSERA_CHECK(positions.data() != nullptr, name_, ": RoPE generation needs the new tokens' position ids");
+    rotate(qkv, positions, false);
+  }
   Tensor context = arena.allocate(in.dtype(), {tokens, batch, p.num_heads * p.head_dim});
-  ops::cached_attention_forward(qkv.view({tokens, batch, qkv.dim(1)}), key_mask, p, cache.k, cache.v, past, context,
-                                cache.past);
+  ops::cached_attention_forward(qkv, key_mask, p, cache.k, cache.v, past, context, cache.past);
   return proj_.forward(arena, context.view({tokens * batch, p.num_heads * p.head_dim}));
 }
 

@@ -65,10 +65,14 @@ class SelfAttention {
                   const Saved& saved) const;
   // Generation (no dropout, no saved activations): in [t*b, h] for t new tokens per sequence at
   // cache indices [past, past + t); their keys and values go into cache; key_mask u8 [b, capacity].
+  // positions: the new tokens' position ids, i32 [t*b] sequence-major (per row under left padding);
+  // RoPE rotates q and k by them before k enters the cache (required with RoPE, unused otherwise).
+  // ALiBi biases by cache-index distance, as the training forward does by sequence index.
   Tensor forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch, const Tensor& key_mask,
-                        const KvCacheSlot& cache, int64_t past) const;
+                        const KvCacheSlot& cache, int64_t past, const Tensor& positions = Tensor()) const;
   // The width of this rank's cache rows: ng/tp * hn.
   int64_t kv_width() const;
+  int64_t qkv_width() const;  // this rank's linear_qkv output columns: (na + 2 ng)/tp * hn
 
  private:
   // document_ids: params().document_ids (undefined: no document masks).

@@ -51,12 +51,13 @@ Tensor TransformerLayer::forward(Arena& arena, const Tensor& in, int64_t seq, in
 }
 
 Tensor TransformerLayer::forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch,
-                                        const Tensor& key_mask, const KvCacheSlot& cache, int64_t past) const {
+                                        const Tensor& key_mask, const KvCacheSlot& cache, int64_t past,
+                                        const Tensor& positions) const {
   TESSERA_CHECK(!tp_.sequence_parallel, name_, ": generation does not run with sequence parallelism");
   Saved saved;
   const RandomStream unused = DropoutContext{}.stream(name_);  // p = 0: no mask is drawn
   Tensor x = ln1_.forward(arena, in, saved.ln1);
-  Tensor a = attention_.forward_cached(arena, x, tokens, batch, key_mask, cache, past);
+  Tensor a = attention_.forward_cached(arena, x, tokens, batch, key_mask, cache, past, positions);
   Tensor h = dropout_add(arena, a, in, 0.0, unused, 0);
   Tensor y = ln2_.forward(arena, h, saved.ln2);
   Tensor m = mlp_.forward(arena, y, saved.mlp);

@@ -41,7 +41,7 @@ class TransformerLayer {
   // Generation: t new tokens per sequence through the block, attention over the KV cache
   // (SelfAttention::forward_cached); no dropout, nothing saved.
   Tensor forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch, const Tensor& key_mask,
-                        const KvCacheSlot& cache, int64_t past) const;
+                        const KvCacheSlot& cache, int64_t past, const Tensor& positions = Tensor()) const;
   int64_t kv_width() const { return attention_.kv_width(); }
 
  private:

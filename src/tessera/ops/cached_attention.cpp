@@ -31,6 +31,7 @@ cpu::CachedAttentionDims cached_dims(const char* op, const Tensor& qkv, const Te
                 k_cache.describe());
   d.capacity = k_cache.dim(1);
   d.past = past;
+  d.alibi_slopes = attention_alibi_slopes(p);  // checks the head range
   TESSERA_CHECK(past >= 0 && past + d.tokens <= d.capacity, op, ": new tokens [", past, ", ", past + d.tokens,
                 ") outside the cache's ", d.capacity, " slots");
   detail::require_same_dtypes(op, qkv, "qkv", {{&k_cache, "k_cache"}, {&v_cache, "v_cache"}, {&out, "out"}});

@@ -4,8 +4,10 @@
 // that occupy cache indices [past, past + t); k_cache, v_cache [b, capacity, ng hn] of qkv's dtype;
 // key_mask u8 [b, capacity] (1 = attend: a real token; 0: left padding) or undefined (all keys);
 // out [t, b, na hn]. Query i attends keys j <= past + i with key_mask[b, j] = 1, scores scaled by
-// 1/sqrt(hn); a query with no key left gets a zero row. CPU: f32/f64 (bf16/f16 through f32); CUDA:
-// f32/bf16/f16 (kernels/cached_attention.cu; head_dim <= 256, a cache of up to ~12k tokens).
+// 1/sqrt(hn), plus ALiBi's -slope_h (i - j) for query cache index i (params.alibi, the slopes of
+// params' global heads as ops/attention.h); a query with no key left gets a zero row. CPU: f32/f64
+// (bf16/f16 through f32); CUDA: f32/bf16/f16 (kernels/cached_attention.cu; head_dim <= 256, a cache
+// of up to ~12k tokens).
 #pragma once
 #include <cstdint>
 

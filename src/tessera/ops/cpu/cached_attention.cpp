@@ -33,6 +33,7 @@ void cached_attention_forward(const T* qkv, const uint8_t* key_mask, const Cache
       for (int64_t h = 0; h < d.num_heads; ++h) {
         const int64_t g = h / per_group;
         const T* q = row + g * (per_group + 2) * hn + (h % per_group) * hn;
+        const double slope = d.alibi_slopes.empty() ? 0.0 : d.alibi_slopes[static_cast<size_t>(h)];
         double max_score = -INFINITY;
         for (int64_t j = 0; j <= last; ++j) {
           if (key_mask && !key_mask[b * d.capacity + j]) {
@@ -42,7 +43,7 @@ void cached_attention_forward(const T* qkv, const uint8_t* key_mask, const Cache
           const T* k = k_cache + (b * d.capacity + j) * cache_row + g * hn;
           double dot = 0;
           for (int64_t e = 0; e < hn; ++e) dot += static_cast<double>(q[e]) * static_cast<double>(k[e]);
-          scores[j] = dot * scale;
+          scores[j] = dot * scale - slope * static_cast<double>(last - j);
           max_score = std::max(max_score, scores[j]);
         }
         T* o = out + (s * d.batch + b) * d.num_heads * hn + h * hn;

@@ -1,6 +1,7 @@
 // CPU reference of attention over a KV cache (ops/cached_attention.h) on raw arrays (float, double).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace tessera::ops::cpu {
 
@@ -12,6 +13,9 @@ struct CachedAttentionDims {
   int64_t head_dim = 0;          // hn
   int64_t capacity = 0;          // cache length
   int64_t past = 0;              // cached tokens before the new ones
+  // ALiBi: one slope per head of this call (empty: no bias); score of query at cache index i and
+  // key j (<= i) += -slope (i - j), the training forward's index distance (ops/cpu/attention.h).
+  std::vector<double> alibi_slopes;
 };
 
 template <typename T>

@@ -21,6 +21,14 @@ void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const A
   a.past = past;
   a.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(params.head_dim)));
   if (past_device.defined() && past_device.data()) a.past_device = static_cast<const int32_t*>(past_device.data());
+  if (params.alibi) {
+    (void)attention_alibi_slopes(params);  // checks the head range
+    a.alibi_heads = params.alibi_heads > 0 ? params.alibi_heads : params.num_heads;
+    a.alibi_first_head = params.alibi_first_head;
+  }
+  // The cuBLAS workspace: stream-ordered on the compute stream, free between GEMMs.
+  a.workspace = CudaContext::get().workspace();
+  a.workspace_bytes = CudaContext::get().workspace_bytes();
   TESSERA_CHECK(a.head_dim <= 256 && a.capacity <= kernels::cached_attention_max_capacity(a.head_dim),
                 "cached_attention_forward: the CUDA kernel takes head_dim <= 256 and at most ",
                 kernels::cached_attention_max_capacity(a.head_dim), " cached tokens, got head_dim ", a.head_dim,
