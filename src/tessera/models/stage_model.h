@@ -49,8 +49,12 @@ struct ChunkLayout {
 // One micro-batch as the data loader gives it, on the host: tokens i32 [b, s+1] (inputs, then the
 // shifted labels), loss_mask f32 [b, s], and position_ids i32 [b, s] (undefined: 0..s-1 in every
 // sample; data.reset_position_ids restarts them after each end-of-document token).
+// BERT (models/bert.h) reads tokens i32 [b, s] (the inputs, no shift) and the fields after
+// position_ids: labels i32 [b, s] (the original tokens at masked positions), token_types i32 [b, s],
+// padding_mask u8 [b, s] (1 = a real token) and sentence_labels i32 [b] (1 = the pair was swapped).
 struct MicroBatch {
   Tensor tokens, loss_mask, position_ids;
+  Tensor labels, token_types, padding_mask, sentence_labels;
 };
 
 // A family's estimate of the activation memory of one micro-batch on this rank (bytes), for the

@@ -4,6 +4,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/data/blended_dataset_builder.h"
+#include "tessera/data/mock_bert_dataset.h"
 #include "tessera/data/mock_dataset.h"
 #include "tessera/data/tokenizer.h"
 
@@ -43,6 +44,16 @@ TrainingData build_training_data(const Config& config) {
     result.eod = static_cast<int32_t>(result.vocab_size - 1);
     int64_t valid_samples = std::max<int64_t>(1, t.eval_iters * t.global_batch_size);
     uint64_t seed = static_cast<uint64_t>(t.seed);
+    if (config.model.architecture == "bert") {  // Megatron's MockBERTDataset: masked-LM samples
+      auto mock = [&](int64_t samples, uint64_t s) {
+        return std::make_shared<data::MockBertDataset>(config.model.seq_length, result.vocab_size, samples, s);
+      };
+      result.train = mock(train_samples, seed);
+      result.valid = mock(valid_samples, seed ^ 0x76616c6964ull);
+      result.test = mock(valid_samples, seed ^ 0x74657374ull);
+      result.description = "BERT mock data (vocab " + std::to_string(result.vocab_size) + ")";
+      return result;
+    }
     result.train = std::make_shared<data::MockDataset>(config.model.seq_length, result.vocab_size, train_samples, seed);
     // The validation samples come from another seed, so evaluation never sees training samples.
     result.valid = std::make_shared<data::MockDataset>(config.model.seq_length, result.vocab_size, valid_samples,
@@ -52,6 +63,9 @@ TrainingData build_training_data(const Config& config) {
     result.description = "mock data (vocab " + std::to_string(result.vocab_size) + ")";
     return result;
   }
+  if (config.model.architecture == "bert")
+    TESSERA_CONFIG_FAIL("model.architecture = bert reads masked-LM samples: set data.mock_data = true (a BERT ",
+                        "dataset over data.data_path is not built yet)");
   const auto tokenizer = build_tokenizer(d);
   result.vocab_size = tokenizer->vocab_size();
   result.eod = tokenizer->eod();
