@@ -31,7 +31,8 @@ void MockBertDataset::masked_lm_sample(int64_t index, MaskedLmSample& out) const
   Draws draws{RandomStream(seed_, stream_id("mock_bert_data") ^ (i * 0x9E3779B97F4A7C15ull)), 0};
   const int64_t max_real = seq_length_ - 3;  // [CLS] + 2 x [SEP]
   const int64_t n = max_real - static_cast<int64_t>(draws.below(static_cast<uint64_t>(max_real / 4 + 1)));
-  const uint64_t regular = static_cast<uint64_t>(vocab_size_ - kFirstRegular);
+  // The progression runs over the first kPeriod regular ids (fewer with a small vocabulary).
+  const uint64_t regular = static_cast<uint64_t>(std::min<int64_t>(vocab_size_ - kFirstRegular, kPeriod));
   const uint64_t start = draws.below(regular), stride = 1 + draws.below(3);
   const int64_t a_len = 1 + static_cast<int64_t>(draws.below(static_cast<uint64_t>(n - 1)));
   out.is_random = static_cast<int32_t>(draws.below(2));
