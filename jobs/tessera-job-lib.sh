@@ -246,7 +246,8 @@ tessera_train_job() {
   "$exe" --config "$config" "$@" --print-config >"$resolved" ||
     tessera_die "tessera-train rejected the config (see above): $config $*"
   local get=(tessera_toml_get "$resolved")
-  local tp pp ep experts mbs gbs iters save load world
+  local tp pp ep experts mbs gbs iters save load world arch
+  arch=$("${get[@]}" model architecture gpt)
   tp=$("${get[@]}" parallel tensor_model_parallel_size 1)
   pp=$("${get[@]}" parallel pipeline_model_parallel_size 1)
   ep=$("${get[@]}" parallel expert_model_parallel_size 1)
@@ -266,6 +267,12 @@ tessera_train_job() {
   ((world % model_parallel == 0)) ||
     tessera_die "layout does not fit: world size $world (SLURM_NTASKS) is not divisible by tensor_model_parallel_size $tp x pipeline_model_parallel_size $pp = $model_parallel"
   local dp=$((world / model_parallel))
+  # train-bert.sbatch runs BERT configs only, and BERT configs run only there
+  if [[ $kind == bert && $arch != bert ]]; then
+    tessera_die "train-bert.sbatch needs model.architecture = \"bert\" (got '$arch'); use train-$arch.sbatch"
+  elif [[ $kind != bert && $arch == bert ]]; then
+    tessera_die "model.architecture = \"bert\": use train-bert.sbatch"
+  fi
   if [[ $kind == moe ]]; then
     [[ $experts =~ ^[0-9]+$ && $experts -ge 1 ]] || tessera_die "train-moe.sbatch needs model.num_experts >= 1 (got '$experts'); use train-gpt.sbatch for dense models"
     ((dp % ep == 0)) ||

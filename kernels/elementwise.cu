@@ -42,6 +42,29 @@ __global__ void gelu_backward_kernel(const T* dout, const T* in, int64_t n, T* d
 }
 
 template <typename T>
+__global__ void activation_forward_kernel(bool is_tanh, const T* in, int64_t n, T* out) {
+  GRID_STRIDE(i, n) {
+    const float x = load_f(in + i);
+    store_f(out + i, is_tanh ? tanhf(x) : 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)));
+  }
+}
+
+template <typename T>
+__global__ void activation_backward_kernel(bool is_tanh, const T* dout, const T* in, int64_t n, T* din) {
+  GRID_STRIDE(i, n) {
+    const float x = load_f(in + i);
+    float d;
+    if (is_tanh) {
+      const float t = tanhf(x);
+      d = 1.0f - t * t;
+    } else {
+      d = 0.5f * (1.0f + erff(x * 0.7071067811865476f)) + x * 0.3989422804014327f * expf(-0.5f * x * x);
+    }
+    store_f(din + i, load_f(dout + i) * d);
+  }
+}
+
+template <typename T>
 __global__ void dropout_kernel(const T* in, int64_t n, DropoutRule rule, T* out) {
   GRID_STRIDE(i, n) {
     const float x = load_f(in + i);
@@ -132,6 +155,21 @@ void gelu_backward(DType t, const void* dout, const void* in, int64_t n, void* d
   if (n == 0) return;
   TESSERA_DEVICE_FLOAT_SWITCH(t, T, gelu_backward_kernel<T><<<grid_for(n), kThreads, 0, s>>>(
       static_cast<const T*>(dout), static_cast<const T*>(in), n, static_cast<T*>(din)));
+  TESSERA_KERNEL_LAUNCH_CHECK();
+}
+
+void activation_forward(bool is_tanh, DType t, const void* in, int64_t n, void* out, cudaStream_t s) {
+  if (n == 0) return;
+  TESSERA_DEVICE_FLOAT_SWITCH(t, T, activation_forward_kernel<T><<<grid_for(n), kThreads, 0, s>>>(
+      is_tanh, static_cast<const T*>(in), n, static_cast<T*>(out)));
+  TESSERA_KERNEL_LAUNCH_CHECK();
+}
+
+void activation_backward(bool is_tanh, DType t, const void* dout, const void* in, int64_t n, void* din,
+                         cudaStream_t s) {
+  if (n == 0) return;
+  TESSERA_DEVICE_FLOAT_SWITCH(t, T, activation_backward_kernel<T><<<grid_for(n), kThreads, 0, s>>>(
+      is_tanh, static_cast<const T*>(dout), static_cast<const T*>(in), n, static_cast<T*>(din)));
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 

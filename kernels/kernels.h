@@ -20,6 +20,10 @@ struct DropoutArgs {
 void gelu_forward(DType t, const void* in, const void* bias, int64_t n, int64_t cols, void* out, cudaStream_t s);
 // bias (nullable, [cols]) is added before the GeLU: the fused bias+GeLU of Megatron.
 void gelu_backward(DType t, const void* dout, const void* in, int64_t n, void* din, cudaStream_t s);
+// Exact (erf) GeLU, or tanh when is_tanh; backward din = dout * f'(in).
+void activation_forward(bool is_tanh, DType t, const void* in, int64_t n, void* out, cudaStream_t s);
+void activation_backward(bool is_tanh, DType t, const void* dout, const void* in, int64_t n, void* din,
+                         cudaStream_t s);
 // --- swiglu.cu: out[j] = silu(in[2j]) * in[2j+1] over count units; din pairs (dgate, dup).
 void swiglu_forward(DType t, const void* in, int64_t count, void* out, cudaStream_t s);
 void swiglu_backward(DType t, const void* dout, const void* in, int64_t count, void* din, cudaStream_t s);

@@ -136,6 +136,29 @@ case $CASE in
     pass "scancel: ranks checkpointed at iteration $saved, job CANCELLED, not requeued"
     ;;
 
+  train_bert_np4)
+    # train-bert.sbatch: a BERT config at TP=2 x DP=2 on 4 ranks, the same losses as mpirun -np 4;
+    # a GPT config is refused by train-bert.sbatch and a BERT config by train-gpt.sbatch (exit 2)
+    args=(--set logging.metrics_file=metrics.jsonl --set parallel.tensor_model_parallel_size=2)
+    rc=0
+    jid=$(cd "$WORK" && timeout "$JOB_TIMEOUT" sbatch --wait --parsable --chdir="$WORK" --output="$WORK/job-%j.out" \
+      -N1 -n4 --ntasks-per-node=4 "${CPU_OPTS[@]}" "$JOBS/train-bert.sbatch" "$CONFIGS/tiny-bert.toml" "${args[@]}") || rc=$?
+    ((rc == 0)) || { cat "$WORK"/job-*.out >&2 || true; fail "sbatch --wait train-bert.sbatch exited $rc"; }
+    jid=${jid%%;*}
+    expect_state "$jid" COMPLETED 0:0
+    expect_out "$jid" "layout: nodes=1 world=4 ranks/node=4 \| TP=2 PP=1 DP=2 \| micro_batch=1 global_batch=4 micro-batches/step=2"
+    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=4 --kill-on-bad-exit=1 $BIN/tessera-train "
+    expect_out "$jid" "step finished with exit code 0"
+    metrics_check "$WORK/metrics.jsonl" 5
+    grep -q '"sop_loss"' "$WORK/metrics.jsonl" || fail "no sop_loss in the BERT job's metrics"
+    direct_mpirun 4 direct.log --config "$CONFIGS/tiny-bert.toml" --set logging.metrics_file=direct.jsonl \
+      --set parallel.tensor_model_parallel_size=2
+    same_lm_loss "$WORK/metrics.jsonl" "$WORK/direct.jsonl" 5 "the 4-rank BERT job (TP=2 DP=2)"
+    dry_run_fails 4 "train-bert.sbatch needs model.architecture = \"bert\"" "$JOBS/train-bert.sbatch" "$CONFIGS/tiny-gpt.toml"
+    dry_run_fails 4 "model.architecture = \"bert\": use train-bert.sbatch" "$JOBS/train-gpt.sbatch" "$CONFIGS/tiny-bert.toml"
+    pass "train-bert.sbatch trained BERT 5 iterations on 4 ranks (TP=2 DP=2); architecture mismatches refused"
+    ;;
+
   train_moe_layout)
     # tessera-train has no mixture of experts yet: train-moe.sbatch must stop with the trainer's
     # reason (exit 2) before srun; a dense config is refused by train-moe.sbatch, EP by train-gpt.sbatch

@@ -53,6 +53,22 @@ std::vector<models::CheckpointTensor> gpt_tensors_at_layout(const train::Config&
                                         vocab_size);
 }
 
+void check_megatron_bert_exportable(const train::ModelConfig& m) {
+  if (m.architecture != "bert")
+    TESSERA_CONFIG_FAIL("model.architecture = ", m.architecture,
+                        " cannot be written as a Hugging Face Megatron-BERT (it needs bert)");
+}
+
+std::vector<models::CheckpointTensor> bert_tensors_at_layout(const train::Config& config, int64_t vocab_size) {
+  const int pp = static_cast<int>(config.parallel.pipeline_model_parallel_size);
+  if (pp < 1) TESSERA_CONFIG_FAIL("parallel.pipeline_model_parallel_size = ", pp, " must be positive");
+  std::vector<std::vector<models::ChunkLayout>> stage_chunks;
+  for (int stage = 0; stage < pp; ++stage)
+    stage_chunks.push_back(parallel::pipeline_chunk_layouts(config.model.num_layers, config.parallel, pp, stage));
+  return models::bert_checkpoint_tensors(config.model, config.parallel.tensor_model_parallel_size, stage_chunks,
+                                         vocab_size);
+}
+
 }  // namespace
 
 const std::vector<HfFamily>& hf_families() {
@@ -61,6 +77,8 @@ const std::vector<HfFamily>& hf_families() {
        check_gpt2_exportable, gpt_tensors_at_layout},
       {"llama", "gpt", models::llama_model_keys_from_hf, models::llama_hf_names, models::llama_hf_config,
        check_llama_exportable, gpt_tensors_at_layout},
+      {"megatron-bert", "bert", models::megatron_bert_model_keys_from_hf, models::megatron_bert_hf_names,
+       models::megatron_bert_hf_config, check_megatron_bert_exportable, bert_tensors_at_layout},
   };
   return families;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/models/bert_hf_names.h"
 #include "tessera/models/gpt_checkpoint_tensors.h"
 #include "tessera/models/gpt_hf_names.h"
 #include "tessera/models/llama_hf_names.h"

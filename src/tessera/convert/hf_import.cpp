@@ -21,7 +21,8 @@ namespace {
 // HF buffers that are not parameters (GPT-2's causal mask) and the tied head, which HF drops on save.
 bool ignorable(const std::string& name) {
   return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight" ||
-         name.ends_with(".rotary_emb.inv_freq");  // older Llama files store RoPE's frequencies
+         name.ends_with(".rotary_emb.inv_freq") ||  // older Llama files store RoPE's frequencies
+         name.starts_with("cls.predictions.decoder.") || name.ends_with("embeddings.position_ids");  // BERT: tied decoder, position ids buffer
 }
 
 // The checkpoint's key for an HF name: save_pretrained writes "transformer.h.0...", the hub's

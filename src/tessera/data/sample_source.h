@@ -1,10 +1,22 @@
 // A source of fixed-length training samples: sample i is seq_length + 1 token ids (inputs are the
 // first seq_length, labels the last seq_length). Implemented by the mock dataset and GPTDataset.
+// A masked-LM source (BERT: masked_lm() true) fills MaskedLmSample instead.
 #pragma once
 #include <cstdint>
 #include <span>
 
 namespace tessera::data {
+
+// One BERT sample (seq_length entries per span): [CLS] A [SEP] B [SEP] then padding; labels hold
+// the original ids at the masked positions (loss_mask 1) and the input id elsewhere; token types
+// 0 for [CLS] A [SEP], 1 for B [SEP]; padding_mask 1 for real tokens; is_random 1 when A and B were
+// swapped (sentence order).
+struct MaskedLmSample {
+  std::span<int32_t> tokens, labels, token_types;
+  std::span<float> loss_mask;
+  std::span<uint8_t> padding_mask;
+  int32_t is_random = 0;
+};
 
 class SampleSource {
  public:
@@ -14,6 +26,9 @@ class SampleSource {
   // Fills tokens (seq_length + 1 ids) with sample `index` (any index >= 0; wraps if needed) and
   // loss_mask (seq_length values, 1 = counts in the loss).
   virtual void sample(int64_t index, std::span<int32_t> tokens, std::span<float> loss_mask) const = 0;
+  // Masked-LM sources: true, and masked_lm_sample() fills sample `index` (sample() is not used).
+  virtual bool masked_lm() const { return false; }
+  virtual void masked_lm_sample(int64_t /*index*/, MaskedLmSample& /*out*/) const {}
 };
 
 }  // namespace tessera::data

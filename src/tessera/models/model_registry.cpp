@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "tessera/core/error.h"
+#include "tessera/models/bert.h"
 #include "tessera/models/gpt.h"
 
 namespace tessera::models {
@@ -15,9 +16,17 @@ std::unique_ptr<StageModel> build_gpt(const ModelBuildArgs& a) {
   return model;
 }
 
+std::unique_ptr<StageModel> build_bert(const ModelBuildArgs& a) {
+  check_tensor_parallel_split(*a.config, a.tp, a.pipeline_size);
+  auto model = std::make_unique<BertModel>(*a.config, a.vocab_size, a.dtype, a.device, a.chunks, a.tp);
+  model->set_recompute(a.recompute);
+  return model;
+}
+
 const std::vector<ModelFamily>& families() {
   static const std::vector<ModelFamily> table = {
       {"gpt", build_gpt},
+      {"bert", build_bert},
   };
   return table;
 }

@@ -52,8 +52,12 @@ struct ChunkLayout {
 // document_ids i32 [b, s] (undefined: one document per sample; data.reset_attention_mask numbers
 // the documents the end-of-document tokens end, and a token attends only within its document).
 // Every pipeline stage is given the whole micro-batch (each prepares what its chunks need).
+// BERT (models/bert.h) reads tokens i32 [b, s] (the inputs, no shift) and the fields after
+// document_ids: labels i32 [b, s] (the original tokens at masked positions), token_types i32 [b, s],
+// padding_mask u8 [b, s] (1 = a real token) and sentence_labels i32 [b] (1 = the pair was swapped).
 struct MicroBatch {
   Tensor tokens, loss_mask, position_ids, document_ids;
+  Tensor labels, token_types, padding_mask, sentence_labels;
 };
 
 // A family's estimate of the activation memory of one micro-batch on this rank (bytes), for the

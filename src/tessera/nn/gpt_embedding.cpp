@@ -55,7 +55,8 @@ void partial_scatter_add(const Tensor& ids, const Tensor& dout, int64_t start, c
 }  // namespace
 
 GPTEmbedding::GPTEmbedding(ParameterStore& store, int64_t padded_vocab, int64_t max_positions, int64_t hidden,
-                           double init_std, double dropout, const parallel::TensorParallel& tp)
+                           double init_std, double dropout, const parallel::TensorParallel& tp,
+                           int64_t num_token_types)
     : store_(&store), tp_(tp), hidden_(hidden), dropout_(dropout) {
   TESSERA_CHECK(padded_vocab % tp.size == 0, "padded vocabulary ", padded_vocab,
                 " not divisible by the tensor-parallel size ", tp.size);
@@ -64,16 +65,19 @@ GPTEmbedding::GPTEmbedding(ParameterStore& store, int64_t padded_vocab, int64_t 
   word_ = store.add("embedding.word_embeddings.weight", {local_vocab_, hidden}, Init::normal, init_std, true,
                     Sharding::split(0, padded_vocab, tp.size, tp.rank));
   store.roles(word_).vocab_axis = 0;
-  if (max_positions == 0) return;  // no position table (RoPE, ALiBi or no positions)
   Sharding replicated;
   replicated.sequence_parallel = tp.sequence_parallel;  // each rank adds it to its own tokens only
+  if (num_token_types > 0)
+    token_type_ = store.add("embedding.tokentype_embeddings.weight", {num_token_types, hidden}, Init::normal,
+                            init_std, true, replicated);
+  if (max_positions == 0) return;  // no position table (RoPE, ALiBi or no positions)
   position_ = store.add("embedding.position_embeddings.weight", {max_positions, hidden}, Init::normal, init_std, true,
                         replicated);
   store.roles(position_).position_embedding = true;
 }
 
 Tensor GPTEmbedding::forward(Arena& arena, const Tensor& ids, const Tensor& positions,
-                             const DropoutContext& dropout) const {
+                             const DropoutContext& dropout, const Tensor& token_types) const {
   int64_t n = ids.numel();
   Tensor words = arena.allocate(store_->dtype(), {n, hidden_});
   if (!tp_.enabled()) {
@@ -89,6 +93,12 @@ Tensor GPTEmbedding::forward(Arena& arena, const Tensor& ids, const Tensor& posi
     ops::embedding_forward(positions.rows(first, first + rows), store_->value(position_), pos);
     ops::add_inplace(words, pos);
   }
+  if (token_type_ >= 0) {
+    TESSERA_CHECK(token_types.numel() == n, "the token-type embedding needs token types for the ", n, " tokens");
+    Tensor types = arena.allocate(store_->dtype(), {rows, hidden_});
+    ops::embedding_forward(token_types.rows(first, first + rows), store_->value(token_type_), types);
+    ops::add_inplace(words, types);
+  }
   if (dropout.training && dropout_ > 0)
     ops::dropout_forward(words, dropout_, dropout.stream("embedding.dropout"), static_cast<uint64_t>(first * hidden_),
                          words);
@@ -96,7 +106,7 @@ Tensor GPTEmbedding::forward(Arena& arena, const Tensor& ids, const Tensor& posi
 }
 
 void GPTEmbedding::backward(Arena& arena, const Tensor& dout, const Tensor& ids, const Tensor& positions,
-                            const DropoutContext& dropout) const {
+                            const DropoutContext& dropout, const Tensor& token_types) const {
   int64_t n = ids.numel(), rows = tp_.local_rows(n), first = tp_.first_row(n);
   Tensor d = dout;
   if (dropout.training && dropout_ > 0) {
@@ -105,6 +115,7 @@ void GPTEmbedding::backward(Arena& arena, const Tensor& dout, const Tensor& ids,
                           d);
   }
   if (position_ >= 0) ops::embedding_backward(positions.rows(first, first + rows), d, store_->grad(position_));
+  if (token_type_ >= 0) ops::embedding_backward(token_types.rows(first, first + rows), d, store_->grad(token_type_));
   if (!tp_.enabled()) {
     ops::embedding_backward(ids, d, store_->grad(word_));
     return;

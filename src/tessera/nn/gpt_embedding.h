@@ -16,12 +16,16 @@ namespace tessera::nn {
 class GPTEmbedding {
  public:
   // max_positions = 0: no position table (the model's positions come from RoPE or ALiBi, or none).
+  // num_token_types > 0: a token-type table embedding.tokentype_embeddings.weight [types, h] (BERT),
+  // replicated like the position table, added before dropout.
   GPTEmbedding(ParameterStore& store, int64_t padded_vocab, int64_t max_positions, int64_t hidden, double init_std,
-               double dropout, const parallel::TensorParallel& tp = {});
-  // ids, positions: i32 [s*b]; returns [s*b, h] ([s*b/tp, h] under sequence parallelism).
-  Tensor forward(Arena& arena, const Tensor& ids, const Tensor& positions, const DropoutContext& dropout) const;
+               double dropout, const parallel::TensorParallel& tp = {}, int64_t num_token_types = 0);
+  // ids, positions (and token_types with a token-type table): i32 [s*b]; returns [s*b, h]
+  // ([s*b/tp, h] under sequence parallelism).
+  Tensor forward(Arena& arena, const Tensor& ids, const Tensor& positions, const DropoutContext& dropout,
+                 const Tensor& token_types = Tensor()) const;
   void backward(Arena& arena, const Tensor& dout, const Tensor& ids, const Tensor& positions,
-                const DropoutContext& dropout) const;
+                const DropoutContext& dropout, const Tensor& token_types = Tensor()) const;
   int word_embeddings() const { return word_; }
   int64_t vocab_start() const { return vocab_start_; }  // first vocabulary row this rank holds
   int64_t local_vocab() const { return local_vocab_; }
@@ -29,7 +33,7 @@ class GPTEmbedding {
  private:
   ParameterStore* store_;
   parallel::TensorParallel tp_;
-  int word_, position_ = -1;  // position_ -1: no position table
+  int word_, position_ = -1, token_type_ = -1;  // -1: no position / token-type table
   int64_t hidden_;
   int64_t vocab_start_ = 0, local_vocab_ = 0;
   double dropout_;

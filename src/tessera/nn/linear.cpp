@@ -5,10 +5,12 @@
 namespace tessera::nn {
 
 Linear::Linear(ParameterStore& store, const std::string& name, int64_t in_features, int64_t out_features, bool bias,
-               double init_std)
+               double init_std, bool sequence_parallel)
     : store_(&store), in_features_(in_features), out_features_(out_features) {
-  weight_ = store.add(name + ".weight", {out_features, in_features}, Init::normal, init_std, true);
-  if (bias) bias_ = store.add(name + ".bias", {out_features}, Init::zeros, 0.0, false);
+  Sharding replicated;
+  replicated.sequence_parallel = sequence_parallel;
+  weight_ = store.add(name + ".weight", {out_features, in_features}, Init::normal, init_std, true, replicated);
+  if (bias) bias_ = store.add(name + ".bias", {out_features}, Init::zeros, 0.0, false, replicated);
 }
 
 Tensor Linear::forward(Arena& arena, const Tensor& in) const {

@@ -10,8 +10,10 @@ namespace tessera::nn {
 
 class Linear {
  public:
+  // sequence_parallel: the layer sees this rank's s*b/tp tokens of a replicated weight, so its
+  // parameters are flagged for the TP gradient all-reduce (as LayerNorm's).
   Linear(ParameterStore& store, const std::string& name, int64_t in_features, int64_t out_features, bool bias,
-         double init_std);
+         double init_std, bool sequence_parallel = false);
   Tensor forward(Arena& arena, const Tensor& in) const;                      // in [n, in] -> [n, out]
   Tensor backward(Arena& arena, const Tensor& dout, const Tensor& in) const;  // -> din [n, in]
   const Tensor& weight() const { return store_->value(weight_); }

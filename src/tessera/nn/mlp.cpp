@@ -8,6 +8,7 @@ namespace tessera::nn {
 MLP::MLP(ParameterStore& store, const std::string& name, int64_t hidden, int64_t ffn_hidden, double init_std,
          double output_init_std, const parallel::TensorParallel& tp, const MlpOptions& options)
     : swiglu_(options.swiglu),
+      gelu_erf_(options.gelu_erf),
       fc1_(store, name + ".linear_fc1", hidden, (options.swiglu ? 2 : 1) * ffn_hidden, options.bias, init_std, tp),
       fc2_(store, name + ".linear_fc2", ffn_hidden, hidden, options.bias, output_init_std, tp) {}
 
@@ -25,6 +26,7 @@ Tensor MLP::activation_buffer(Arena& arena, const Tensor& fc1) const {
 
 void MLP::activate(const Tensor& fc1, const Tensor& activation) const {
   if (swiglu_) ops::swiglu_forward(fc1, activation);
+  else if (gelu_erf_) ops::activation_forward(ops::Activation::gelu_erf, fc1, activation);
   else ops::gelu_forward(fc1, activation);
 }
 
@@ -37,6 +39,7 @@ Tensor MLP::backward(Arena& arena, const Tensor& dout, const Saved& saved) const
   Tensor dactivation = fc2_.backward(arena, dout, activation);
   Tensor dfc1 = arena.allocate(dout.dtype(), saved.fc1.shape());
   if (swiglu_) ops::swiglu_backward(dactivation, saved.fc1, dfc1);
+  else if (gelu_erf_) ops::activation_backward(ops::Activation::gelu_erf, dactivation, saved.fc1, dfc1);
   else ops::gelu_backward(dactivation, saved.fc1, dfc1);
   return fc1_.backward(arena, dfc1, saved.in);
 }

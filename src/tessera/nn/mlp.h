@@ -13,6 +13,7 @@ namespace tessera::nn {
 struct MlpOptions {
   bool swiglu = false;
   bool bias = true;  // linear_fc1 / linear_fc2 biases (model.add_bias_linear)
+  bool gelu_erf = false;  // the exact (erf) GeLU instead of the tanh approximation (BERT)
 };
 
 class MLP {
@@ -30,7 +31,7 @@ class MLP {
  private:
   void activate(const Tensor& fc1, const Tensor& activation) const;  // GeLU or SwiGLU of fc1's output
   Tensor activation_buffer(Arena& arena, const Tensor& fc1) const;    // [rows, ffn] for fc1's output
-  bool swiglu_;
+  bool swiglu_, gelu_erf_;
   ColumnParallelLinear fc1_;
   RowParallelLinear fc2_;
 };

@@ -28,7 +28,7 @@ ops::AttentionParams SelfAttention::params(const DropoutContext& dropout, const 
   p.num_heads = shape_.num_heads / tp_.size;
   p.num_query_groups = shape_.num_query_groups / tp_.size;
   p.head_dim = shape_.hidden_size / shape_.num_heads;
-  p.causal = true;
+  p.causal = shape_.causal;
   p.dropout = dropout.training ? shape_.attention_dropout : 0.0;
   // This rank's heads are heads [rank * na/tp, (rank + 1) * na/tp) of the unsplit attention: draw
   // their dropout masks by the unsplit probs index, as TP = 1 does.

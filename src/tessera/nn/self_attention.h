@@ -38,6 +38,7 @@ struct AttentionShape {
   bool bias = true;  // linear_qkv / linear_proj biases (model.add_bias_linear)
   RotaryOptions rotary = {};
   bool alibi = false;  // ALiBi bias on the scores (slopes of the global heads this rank holds)
+  bool causal = true;  // false: bidirectional (BERT's encoder; keys masked by the key padding mask only)
 };
 
 class SelfAttention {

@@ -39,4 +39,40 @@ void gelu_backward(const Tensor& dout, const Tensor& in, const Tensor& din) {
   });
 }
 
+void activation_forward(Activation kind, const Tensor& in, const Tensor& out) {
+  const char* op = kind == Activation::tanh ? "tanh_forward" : "gelu_erf_forward";
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
+    detail::compute_in_f32({in, out}, {false, true},
+                           [&](const std::vector<Tensor>& t) { activation_forward(kind, t[0], t[1]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&in, &out})) return TESSERA_CUDA_OP(activation_forward(kind, in, out));
+  detail::require_same_shape(op, in, "in", out, "out");
+  detail::require_same_dtype(op, in, "in", out, "out");
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    if (kind == Activation::tanh) cpu::tanh_forward<T>(in.data_as<T>(), in.numel(), out.data_as<T>());
+    else cpu::gelu_erf_forward<T>(in.data_as<T>(), in.numel(), out.data_as<T>());
+  });
+}
+
+void activation_backward(Activation kind, const Tensor& dout, const Tensor& in, const Tensor& din) {
+  const char* op = kind == Activation::tanh ? "tanh_backward" : "gelu_erf_backward";
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
+    detail::compute_in_f32({dout, in, din}, {false, false, true},
+                           [&](const std::vector<Tensor>& t) { activation_backward(kind, t[0], t[1], t[2]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&dout, &in, &din})) return TESSERA_CUDA_OP(activation_backward(kind, dout, in, din));
+  detail::require_same_shape(op, in, "in", dout, "dout");
+  detail::require_same_shape(op, in, "in", din, "din");
+  detail::require_same_dtypes(op, in, "in", {{&dout, "dout"}, {&din, "din"}});
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    if (kind == Activation::tanh)
+      cpu::tanh_backward<T>(dout.data_as<T>(), in.data_as<T>(), in.numel(), din.data_as<T>());
+    else cpu::gelu_erf_backward<T>(dout.data_as<T>(), in.data_as<T>(), in.numel(), din.data_as<T>());
+  });
+}
+
 }  // namespace tessera::ops

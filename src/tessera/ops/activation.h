@@ -8,4 +8,11 @@ namespace tessera::ops {
 void gelu_forward(const Tensor& in, const Tensor& out);
 void gelu_backward(const Tensor& dout, const Tensor& in, const Tensor& din);  // din overwritten
 
+// Other elementwise activations (BERT): the exact GeLU x Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
+// (HF's "gelu", Megatron-BERT's) and tanh (BERT's pooler).
+enum class Activation { gelu_erf, tanh };
+void activation_forward(Activation kind, const Tensor& in, const Tensor& out);
+// din = dout * f'(in), overwritten.
+void activation_backward(Activation kind, const Tensor& dout, const Tensor& in, const Tensor& din);
+
 }  // namespace tessera::ops

@@ -25,6 +25,13 @@ std::string printf_string(const char* format, double value) {
   std::snprintf(buffer, sizeof(buffer), format, value);
   return buffer;
 }
+// A loss whose metrics name their own lm_loss (BERT's masked-LM part): the total is printed as "loss".
+bool has_own_lm_loss(const IterationMetrics& m) {
+  for (const auto& metric : m.loss_metrics)
+    if (metric.first == "lm_loss") return true;
+  return false;
+}
+
 }  // namespace
 
 std::string format_log_line(const IterationMetrics& m) {
@@ -32,7 +39,8 @@ std::string format_log_line(const IterationMetrics& m) {
                      " | consumed samples " + std::to_string(m.consumed_samples) +
                      " | elapsed time per iteration (ms) " + printf_string("%.1f", m.elapsed_ms) +
                      " | learning rate " + printf_string("%.6E", m.learning_rate) + " | global batch size " +
-                     std::to_string(m.global_batch_size) + " | lm loss " + printf_string("%.6E", m.lm_loss) +
+                     std::to_string(m.global_batch_size) + (has_own_lm_loss(m) ? " | loss " : " | lm loss ") +
+                     printf_string("%.6E", m.lm_loss) +
                      " | loss scale " + printf_string("%.1f", m.loss_scale) + " | grad norm " +
                      printf_string("%.3f", m.grad_norm) + " | tokens/s " + printf_string("%.0f", m.tokens_per_second) +
                      " | TFLOP/s/GPU " + printf_string("%.3f", m.tflops_per_device) + " | MFU " +
@@ -87,13 +95,17 @@ void MetricsWriter::write_iteration(const IterationMetrics& m) {
                         {"nan_iterations", m.nan_iterations},
                         {"elapsed_ms", json_number(m.elapsed_ms)},
                         {"peak_memory_bytes", m.peak_memory_bytes}};
-  for (const auto& [name, value] : m.loss_metrics) row[name] = json_number(value);
+  for (const auto& [name, value] : m.loss_metrics) {
+    if (name == "lm_loss") row["loss"] = json_number(m.lm_loss);  // BERT: the total beside its lm_loss
+    row[name] = json_number(value);
+  }
   out_ << row.dump() << "\n";
   out_.flush();
   if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");
 }
 
-void MetricsWriter::write_eval(int64_t iteration, double eval_loss, EvalSplit split) {
+void MetricsWriter::write_eval(int64_t iteration, double eval_loss, EvalSplit split,
+                               const std::vector<std::pair<std::string, double>>& metrics) {
   const bool valid = split == EvalSplit::valid;
   const std::string tag = valid ? "lm loss validation" : "lm loss test", field = valid ? "eval" : "test";
   if (events_) events_->scalars(iteration, {{tag, eval_loss}, {tag + " ppl", perplexity(eval_loss)}});
@@ -101,6 +113,7 @@ void MetricsWriter::write_eval(int64_t iteration, double eval_loss, EvalSplit sp
   nlohmann::json row = {{"iteration", iteration},
                         {field + "_loss", json_number(eval_loss)},
                         {field + "_perplexity", json_number(perplexity(eval_loss))}};
+  for (const auto& [name, value] : metrics) row[field + "_" + name] = json_number(value);
   out_ << row.dump() << "\n";
   out_.flush();
   if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");

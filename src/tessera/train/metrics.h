@@ -46,7 +46,9 @@ class MetricsWriter {
   ~MetricsWriter();
   void write_iteration(const IterationMetrics& m);
   // {"iteration", "eval_loss", "eval_perplexity"} (test split: "test_loss", "test_perplexity").
-  void write_eval(int64_t iteration, double eval_loss, EvalSplit split = EvalSplit::valid);
+  // metrics: the loss's named metrics over the evaluated batches, written as <split>_<name>.
+  void write_eval(int64_t iteration, double eval_loss, EvalSplit split = EvalSplit::valid,
+                  const std::vector<std::pair<std::string, double>>& metrics = {});
   bool enabled() const { return out_.is_open(); }
 
  private:

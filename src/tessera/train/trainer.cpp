@@ -36,7 +36,39 @@ Trainer::Trainer(const Config& config, Device device)
   eval_consumed_samples_ = resume_.eval_consumed_samples;
 }
 
+double Trainer::load_masked_lm_step(const data::SampleSource& source, int64_t step_start) {
+  const int64_t b = config_.training.micro_batch_size, s = config_.model.seq_length;
+  const int64_t dp = context_->dp_size(), dp_rank = context_->dp_rank();
+  const size_t n = static_cast<size_t>(num_micro_batches_ * b * s), us = static_cast<size_t>(s);
+  step_tokens_.resize(n);
+  step_loss_mask_.resize(n);
+  step_labels_.resize(n);
+  step_token_types_.resize(n);
+  step_padding_.resize(n);
+  step_sentence_labels_.resize(static_cast<size_t>(num_micro_batches_ * b));
+  double denominator = 0;
+  for (int64_t m = 0; m < num_micro_batches_; ++m) {
+    const int64_t first = step_start + (m * dp + dp_rank) * b;  // Megatron's sampler, as load_step
+    for (int64_t j = 0; j < b; ++j) {
+      const size_t at = static_cast<size_t>((m * b + j) * s);
+      data::MaskedLmSample sample{std::span<int32_t>(step_tokens_.data() + at, us),
+                                  std::span<int32_t>(step_labels_.data() + at, us),
+                                  std::span<int32_t>(step_token_types_.data() + at, us),
+                                  std::span<float>(step_loss_mask_.data() + at, us),
+                                  std::span<uint8_t>(step_padding_.data() + at, us), 0};
+      source.masked_lm_sample(first + j, sample);
+      step_sentence_labels_[static_cast<size_t>(m * b + j)] = sample.is_random;
+    }
+    denominator += model_->loss().denominator(
+        {b, s, std::span<const int32_t>(step_tokens_.data() + m * b * s, static_cast<size_t>(b * s)),
+         std::span<const float>(step_loss_mask_.data() + m * b * s, static_cast<size_t>(b * s))});
+  }
+  return parallel::sum_over_data_parallel(context_->data(), denominator);
+}
+
 double Trainer::load_step(const data::SampleSource& source, int64_t step_start) {
+  masked_lm_step_ = source.masked_lm();
+  if (masked_lm_step_) return load_masked_lm_step(source, step_start);
   const int64_t b = config_.training.micro_batch_size, s = config_.model.seq_length;
   const int64_t dp = context_->dp_size(), dp_rank = context_->dp_rank();
   step_tokens_.resize(static_cast<size_t>(num_micro_batches_ * b * (s + 1)));
@@ -68,6 +100,16 @@ double Trainer::load_step(const data::SampleSource& source, int64_t step_start) 
 
 models::MicroBatch Trainer::micro_batch(int64_t m) {
   const int64_t b = config_.training.micro_batch_size, s = config_.model.seq_length;
+  if (masked_lm_step_) {
+    models::MicroBatch batch;
+    batch.tokens = Tensor(step_tokens_.data() + m * b * s, DType::i32, {b, s});
+    batch.loss_mask = Tensor(step_loss_mask_.data() + m * b * s, DType::f32, {b, s});
+    batch.labels = Tensor(step_labels_.data() + m * b * s, DType::i32, {b, s});
+    batch.token_types = Tensor(step_token_types_.data() + m * b * s, DType::i32, {b, s});
+    batch.padding_mask = Tensor(step_padding_.data() + m * b * s, DType::u8, {b, s});
+    batch.sentence_labels = Tensor(step_sentence_labels_.data() + m * b, DType::i32, {b});
+    return batch;
+  }
   models::MicroBatch batch{Tensor(step_tokens_.data() + m * b * (s + 1), DType::i32, {b, s + 1}),
                            Tensor(step_loss_mask_.data() + m * b * s, DType::f32, {b, s}), Tensor(), Tensor()};
   if (document_masks_.reset_position_ids)
@@ -185,7 +227,9 @@ double Trainer::evaluate(const data::SampleSource& split, int64_t& consumed_samp
     consumed_samples += t.global_batch_size;
     models::accumulate(total, r.loss);
   }
-  return reduce_step_loss(total, denominator).loss;
+  StepLoss loss = reduce_step_loss(total, denominator);
+  last_eval_metrics_ = loss.metrics;
+  return loss.loss;
 }
 
 double Trainer::evaluate_checkpoint(EvalSplit split, const std::string& logits_file, int64_t logits_top_k) {
@@ -196,13 +240,16 @@ double Trainer::evaluate_checkpoint(EvalSplit split, const std::string& logits_f
                         split == EvalSplit::valid ? "validation" : "test", " split no data; nothing to evaluate");
   if (t.eval_iters <= 0) TESSERA_CONFIG_FAIL("training.eval_iters = ", t.eval_iters, " evaluates nothing; set it > 0");
   std::unique_ptr<LogitsWriter> logits;
+  if (!logits_file.empty() && source->masked_lm())
+    TESSERA_CONFIG_FAIL("--logits-file writes next-token logits of a GPT model; model.architecture = ",
+                        config_.model.architecture, " has none");
   if (!logits_file.empty())
     logits = std::make_unique<LogitsWriter>(logits_file, logits_top_k, model_->vocab_size(), tp_, *context_);
   int64_t first_sample = 0;
   const double loss = evaluate(*source, first_sample, logits.get());
   const int64_t iteration = resume_.iteration;
   log::info(format_eval_line(iteration, loss, split));
-  MetricsWriter(config_.logging.metrics_file, config_.logging.tensorboard_dir).write_eval(iteration, loss, split);
+  MetricsWriter(config_.logging.metrics_file, config_.logging.tensorboard_dir).write_eval(iteration, loss, split, last_eval_metrics_);
   return loss;
 }
 
@@ -227,7 +274,7 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
     log::info(std::string(80, '-'));
     log::info(format_eval_line(iteration, eval_loss));
     log::info(std::string(80, '-'));
-    metrics.write_eval(iteration, eval_loss);
+    metrics.write_eval(iteration, eval_loss, EvalSplit::valid, last_eval_metrics_);
     if (hooks.on_eval) hooks.on_eval(iteration, eval_loss);
   };
 
@@ -299,7 +346,7 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
     summary.test_loss = evaluate(*data_.test, test_samples);
     progress.clear();
     log::info(format_eval_line(last_iteration, summary.test_loss, EvalSplit::test));
-    metrics.write_eval(last_iteration, summary.test_loss, EvalSplit::test);
+    metrics.write_eval(last_iteration, summary.test_loss, EvalSplit::test, last_eval_metrics_);
   }
   if (!stopped) checkpoints_->at_end(progress_at(last_iteration), *model_, optimizer);
   progress.clear();

@@ -65,7 +65,9 @@ class Trainer {
  private:
   StepLoss train_step(int64_t iteration, double& grad_norm, bool& skipped);
   // The loss of eval_iters global batches of split from sample consumed_samples on (advanced).
+  // The loss over the split's eval_iters batches; its named metrics go to last_eval_metrics_.
   double evaluate(const data::SampleSource& split, int64_t& consumed_samples, LogitsWriter* logits = nullptr);
+  std::vector<std::pair<std::string, double>> last_eval_metrics_;
   // Loads this DP rank's micro-batches of the step whose global batch starts at sample step_start;
   // returns the loss's denominator of the whole global batch (summed over DP).
   double load_step(const data::SampleSource& source, int64_t step_start);
@@ -100,6 +102,13 @@ class Trainer {
   std::vector<int32_t> step_position_ids_;  // [micro-batches, b, s] (data.reset_position_ids)
   std::vector<int32_t> step_document_ids_;  // [micro-batches, b, s] (data.reset_attention_mask)
   data::DocumentMaskOptions document_masks_;  // data.eod_mask_loss, reset_position_ids, reset_attention_mask
+  // A masked-LM (BERT) step, [micro-batches, b, s] each (sentence labels [micro-batches, b]);
+  // step_loss_mask_ holds its loss mask. masked_lm_step_: the last load_step read a masked-LM source.
+  bool masked_lm_step_ = false;
+  std::vector<int32_t> step_labels_, step_token_types_, step_sentence_labels_;
+  std::vector<uint8_t> step_padding_;
+  // Fills the step's micro-batches from a masked-LM source; returns this rank's denominator.
+  double load_masked_lm_step(const data::SampleSource& source, int64_t step_start);
 };
 
 }  // namespace tessera::train

@@ -3,7 +3,11 @@
 #include <sstream>
 
 #include "tessera/core/error.h"
+#include "tessera/data/bert_dataset.h"
 #include "tessera/data/blended_dataset_builder.h"
+#include "tessera/data/gpt_dataset_split.h"
+#include "tessera/data/tokenizer_bert_wordpiece.h"
+#include "tessera/data/mock_bert_dataset.h"
 #include "tessera/data/mock_dataset.h"
 #include "tessera/data/tokenizer.h"
 
@@ -33,6 +37,57 @@ std::vector<std::string> data_path_strings(const std::vector<DataPathEntry>& ent
 
 }  // namespace
 
+namespace {
+// BERT: BertDataset over one sentence-split data_path prefix, its documents split by data.split.
+TrainingData build_bert_data(const Config& config) {
+  const auto& d = config.data;
+  const auto& t = config.training;
+  const auto tokenizer = build_tokenizer(d);
+  const auto* wordpiece = dynamic_cast<const data::BertWordPieceTokenizer*>(tokenizer.get());
+  if (!wordpiece)
+    TESSERA_CONFIG_FAIL("data.tokenizer_type = ", d.tokenizer_type, " cannot feed model.architecture = bert (it ",
+                        "needs BertWordPieceLowerCase or BertWordPieceCase: [CLS], [SEP], [MASK], [PAD])");
+  const std::vector<std::string> paths = data_path_strings(d.data_path);
+  if (paths.size() != 1)
+    TESSERA_CONFIG_FAIL("data.data_path holds ", paths.size(), " entries; model.architecture = bert reads one ",
+                        "sentence-split prefix (blending is not supported for BERT yet)");
+  auto dataset = std::make_shared<const data::IndexedDataset>(paths[0]);
+  TrainingData result;
+  result.vocab_size = tokenizer->vocab_size();
+  result.eod = tokenizer->eod();
+  data::BertDatasetConfig bert;
+  bert.seq_length = config.model.seq_length;
+  bert.seed = static_cast<uint64_t>(t.seed);
+  bert.cls = wordpiece->cls();
+  bert.sep = wordpiece->sep();
+  bert.pad = wordpiece->pad();
+  bert.mask = wordpiece->mask();
+  bert.vocab_size = result.vocab_size;
+  bert.continuation.resize(static_cast<size_t>(result.vocab_size));
+  for (int64_t id = 0; id < result.vocab_size; ++id)
+    bert.continuation[static_cast<size_t>(id)] = wordpiece->id_to_token(static_cast<int32_t>(id)).starts_with("##");
+  const int64_t eval_interval = t.eval_interval > 0 ? t.eval_interval : t.train_iters;
+  const auto counts = data::requested_sample_counts(t.train_iters, t.global_batch_size, eval_interval,
+                                                    std::max<int64_t>(t.eval_iters, 1));
+  const auto bookends = data::split_bookends(data::parse_split(d.split));
+  std::shared_ptr<const data::SampleSource>* targets[3] = {&result.train, &result.valid, &result.test};
+  for (int split = 0; split < 3; ++split) {
+    if (!bookends[static_cast<size_t>(split)]) continue;
+    const auto [first, end] = data::split_range(*bookends[static_cast<size_t>(split)], dataset->document_count());
+    if (first == end) continue;
+    data::BertDatasetConfig c = bert;
+    c.num_samples = counts[static_cast<size_t>(split)];
+    c.seed = bert.seed + static_cast<uint64_t>(split);
+    *targets[split] = std::make_shared<data::BertDataset>(dataset, first, end, std::move(c),
+                                                          paths[0] + " (" + data::split_name(static_cast<data::Split>(split)) + " split)");
+  }
+  if (!result.train) TESSERA_CONFIG_FAIL("data.split = \"", d.split, "\" gives the training split no data");
+  result.description = "BERT samples from " + paths[0] + ", tokenizer " + d.tokenizer_type + " (vocab " +
+                       std::to_string(result.vocab_size) + "), split " + d.split;
+  return result;
+}
+}  // namespace
+
 TrainingData build_training_data(const Config& config) {
   const auto& d = config.data;
   const auto& t = config.training;
@@ -43,6 +98,16 @@ TrainingData build_training_data(const Config& config) {
     result.eod = static_cast<int32_t>(result.vocab_size - 1);
     int64_t valid_samples = std::max<int64_t>(1, t.eval_iters * t.global_batch_size);
     uint64_t seed = static_cast<uint64_t>(t.seed);
+    if (config.model.architecture == "bert") {  // Megatron's MockBERTDataset: masked-LM samples
+      auto mock = [&](int64_t samples, uint64_t s) {
+        return std::make_shared<data::MockBertDataset>(config.model.seq_length, result.vocab_size, samples, s);
+      };
+      result.train = mock(train_samples, seed);
+      result.valid = mock(valid_samples, seed ^ 0x76616c6964ull);
+      result.test = mock(valid_samples, seed ^ 0x74657374ull);
+      result.description = "BERT mock data (vocab " + std::to_string(result.vocab_size) + ")";
+      return result;
+    }
     result.train = std::make_shared<data::MockDataset>(config.model.seq_length, result.vocab_size, train_samples, seed);
     // The validation samples come from another seed, so evaluation never sees training samples.
     result.valid = std::make_shared<data::MockDataset>(config.model.seq_length, result.vocab_size, valid_samples,
@@ -52,6 +117,7 @@ TrainingData build_training_data(const Config& config) {
     result.description = "mock data (vocab " + std::to_string(result.vocab_size) + ")";
     return result;
   }
+  if (config.model.architecture == "bert") return build_bert_data(config);
   const auto tokenizer = build_tokenizer(d);
   result.vocab_size = tokenizer->vocab_size();
   result.eod = tokenizer->eod();

@@ -10,4 +10,14 @@ void gelu_forward(const T* in, int64_t n, T* out);
 template <typename T>
 void gelu_backward(const T* dout, const T* in, int64_t n, T* din);
 
+// Exact (erf) GeLU and tanh, forward and din = dout * f'(in).
+template <typename T>
+void gelu_erf_forward(const T* in, int64_t n, T* out);
+template <typename T>
+void gelu_erf_backward(const T* dout, const T* in, int64_t n, T* din);
+template <typename T>
+void tanh_forward(const T* in, int64_t n, T* out);
+template <typename T>
+void tanh_backward(const T* dout, const T* in, int64_t n, T* din);
+
 }  // namespace tessera::ops::cpu

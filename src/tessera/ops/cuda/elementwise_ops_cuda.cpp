@@ -61,6 +61,24 @@ void gelu_backward(const Tensor& dout, const Tensor& in, const Tensor& din) {
   kernels::gelu_backward(in.dtype(), dout.data(), in.data(), in.numel(), din.data(), stream());
 }
 
+void activation_forward(Activation kind, const Tensor& in, const Tensor& out) {
+  const char* op = kind == Activation::tanh ? "tanh_forward" : "gelu_erf_forward";
+  detail::require_same_shape(op, in, "in", out, "out");
+  detail::require_same_dtype(op, in, "in", out, "out");
+  require_storage_dtype(op, in, "in");
+  kernels::activation_forward(kind == Activation::tanh, in.dtype(), in.data(), in.numel(), out.data(), stream());
+}
+
+void activation_backward(Activation kind, const Tensor& dout, const Tensor& in, const Tensor& din) {
+  const char* op = kind == Activation::tanh ? "tanh_backward" : "gelu_erf_backward";
+  detail::require_same_shape(op, in, "in", dout, "dout");
+  detail::require_same_shape(op, in, "in", din, "din");
+  detail::require_same_dtypes(op, in, "in", {{&dout, "dout"}, {&din, "din"}});
+  require_storage_dtype(op, in, "in");
+  kernels::activation_backward(kind == Activation::tanh, in.dtype(), dout.data(), in.data(), in.numel(), din.data(),
+                               stream());
+}
+
 namespace {
 void run_dropout(const char* op, const Tensor& in, double p, const RandomStream& rng, uint64_t offset,
                  const Tensor& out) {

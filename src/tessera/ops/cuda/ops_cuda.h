@@ -8,6 +8,7 @@
 
 #include "tessera/core/rng.h"
 #include "tessera/core/tensor.h"
+#include "tessera/ops/activation.h"
 #include "tessera/ops/adamw.h"
 #include "tessera/ops/attention.h"
 
@@ -15,6 +16,8 @@ namespace tessera::ops::cuda {
 
 void gelu_forward(const Tensor& in, const Tensor& out);
 void gelu_backward(const Tensor& dout, const Tensor& in, const Tensor& din);
+void activation_forward(Activation kind, const Tensor& in, const Tensor& out);  // exact GeLU, tanh
+void activation_backward(Activation kind, const Tensor& dout, const Tensor& in, const Tensor& din);
 // Megatron's fused bias + GeLU: out = gelu(in + bias[cols]) for in [..., cols].
 void bias_gelu_forward(const Tensor& in, const Tensor& bias, const Tensor& out);
 // SwiGLU on interleaved (gate, up) pairs (ops/swiglu.h).
