@@ -3,8 +3,8 @@
 # checkpoint.async_save = true, saving every SAVE_INTERVAL iterations, logs every iteration, and
 # prints every step in the window of each save (the snapshot step included, charged with the
 # snapshot's time) with its ratio to the median step outside any window (the first 5 iterations
-# excluded), and the max ratio. Then repeats the run with synchronous saves and
-# checks the checkpoints hold the same values (h5diff, config_toml aside).
+# excluded), and the max ratio. Then an async and a sync run of 2 x SAVE_INTERVAL iterations in
+# training.deterministic_mode: their checkpoints must hold the same values (h5diff, config_toml aside).
 # Usage: async_save_step_time.sh BIN_DIR SOURCE_DIR OUT_DIR [ITERS=60] [SAVE_INTERVAL=15]
 # The logs go to OUT_DIR; the checkpoints (about 1.5 GB each) to CKPT_DIR (default a folder under
 # ${TMPDIR:-/tmp}, removed at the end: they must not come back with OUT). The comparison needs
@@ -21,11 +21,20 @@ h5diff=$(command -v h5diff || echo "$bin/h5diff")
 cfg="$src/share/configs/bench/gpt2-124m.toml"
 common=(--config "$cfg" --set training.train_iters="$iters" --set logging.log_interval=1
         --set training.eval_interval=0 --set checkpoint.save_interval="$interval" --set optimizer.lr_warmup_iters=1)
-rm -rf "$ckpt/async" "$ckpt/sync"
-"$bin/tessera-train" "${common[@]}" --set checkpoint.async_save=true --set checkpoint.save="$ckpt/async" \
+rm -rf "$ckpt/timed" "$ckpt/async" "$ckpt/sync"
+# The timed run: the default (fast) kernels.
+"$bin/tessera-train" "${common[@]}" --set checkpoint.async_save=true --set checkpoint.save="$ckpt/timed" \
   > "$out/async.log" 2>&1 || { tail -20 "$out/async.log"; exit 1; }
-"$bin/tessera-train" "${common[@]}" --set checkpoint.async_save=false --set checkpoint.save="$ckpt/sync" \
-  > "$out/sync.log" 2>&1 || { tail -20 "$out/sync.log"; exit 1; }
+# The bitwise comparison: an async and a sync run of 2 x SAVE_INTERVAL iterations in
+# training.deterministic_mode, so that the two trainings are bitwise the same and any difference in
+# the checkpoints is the save's (the default GPU kernels reduce with atomics, in varying order).
+compare=(--config "$cfg" --set training.train_iters=$((2 * interval)) --set logging.log_interval=1
+         --set training.eval_interval=0 --set checkpoint.save_interval="$interval" --set optimizer.lr_warmup_iters=1
+         --set training.deterministic_mode=true)
+"$bin/tessera-train" "${compare[@]}" --set checkpoint.async_save=true --set checkpoint.save="$ckpt/async" \
+  > "$out/async_deterministic.log" 2>&1 || { tail -20 "$out/async_deterministic.log"; exit 1; }
+"$bin/tessera-train" "${compare[@]}" --set checkpoint.async_save=false --set checkpoint.save="$ckpt/sync" \
+  > "$out/sync_deterministic.log" 2>&1 || { tail -20 "$out/sync_deterministic.log"; exit 1; }
 python3 - "$out/async.log" <<'PY'
 import json, re, statistics, sys
 # Every step in the window of each save (from the snapshot to the commit) against the median step

@@ -90,6 +90,12 @@ sys.exit(0 if ok else 1)
 PY
 tail -4 "$summary"
 
+# RECOMPUTE_PARTS=a stops here (the 124M check alone).
+if [[ ${RECOMPUTE_PARTS:-ab} != *b* ]]; then
+  say "recompute check (part a only): $([ $status -eq 0 ] && echo 'all checks passed' || echo 'FAILED')"
+  exit $status
+fi
+
 # ---- (b) 1.5B: memory and throughput
 bench() {  # name micro_batch overrides... ; prints "peak_mib tokens_per_second" or "oom"
   local name=$1 mb=$2
