@@ -18,6 +18,16 @@ struct MaskedLmSample {
   int32_t is_random = 0;
 };
 
+// One T5 sample: encoder tokens and padding_mask (encoder_seq_length entries: the span-corrupted
+// text, sentinels in place of the spans, [SEP]/EOS, then padding), decoder_tokens (decoder_seq_length:
+// the start token, then labels shifted right), labels (the sentinels and the spans they replace, EOS,
+// then padding), loss_mask (1 on real labels) and decoder_padding_mask (1 on real decoder tokens).
+struct Seq2SeqSample {
+  std::span<int32_t> tokens, decoder_tokens, labels;
+  std::span<float> loss_mask;
+  std::span<uint8_t> padding_mask, decoder_padding_mask;
+};
+
 class SampleSource {
  public:
   virtual ~SampleSource() = default;
@@ -29,6 +39,11 @@ class SampleSource {
   // Masked-LM sources: true, and masked_lm_sample() fills sample `index` (sample() is not used).
   virtual bool masked_lm() const { return false; }
   virtual void masked_lm_sample(int64_t /*index*/, MaskedLmSample& /*out*/) const {}
+  // Encoder-decoder sources (T5: seq2seq() true): seq2seq_sample() fills sample `index`;
+  // seq_length() is the encoder's length, decoder_seq_length() the decoder's.
+  virtual bool seq2seq() const { return false; }
+  virtual int64_t decoder_seq_length() const { return 0; }
+  virtual void seq2seq_sample(int64_t /*index*/, Seq2SeqSample& /*out*/) const {}
 };
 
 }  // namespace tessera::data

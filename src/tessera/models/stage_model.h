@@ -55,9 +55,14 @@ struct ChunkLayout {
 // BERT (models/bert.h) reads tokens i32 [b, s] (the inputs, no shift) and the fields after
 // document_ids: labels i32 [b, s] (the original tokens at masked positions), token_types i32 [b, s],
 // padding_mask u8 [b, s] (1 = a real token) and sentence_labels i32 [b] (1 = the pair was swapped).
+// T5 (models/t5.h) reads tokens i32 [b, s] (the encoder's inputs, no shift), padding_mask u8 [b, s]
+// (the encoder's), decoder_tokens i32 [b, sd] (the decoder's inputs: start token, then the target
+// shifted right), labels i32 [b, sd] (the target), loss_mask f32 [b, sd] and decoder_padding_mask
+// u8 [b, sd] (1 = a real decoder token); sd = model.decoder_seq_length.
 struct MicroBatch {
   Tensor tokens, loss_mask, position_ids, document_ids;
   Tensor labels, token_types, padding_mask, sentence_labels;
+  Tensor decoder_tokens, decoder_padding_mask;
 };
 
 // A family's estimate of the activation memory of one micro-batch on this rank (bytes), for the

@@ -12,6 +12,8 @@ struct TransformerConfig {
   std::string architecture = "gpt";  // the model registry's key (model_registry.h)
   int64_t num_layers = 12, hidden_size = 768, num_attention_heads = 12, num_query_groups = 0, ffn_hidden_size = 0;
   int64_t seq_length = 1024, max_position_embeddings = 1024;
+  // Encoder-decoder models (T5): seq_length is the encoder's, decoder_seq_length the decoder's.
+  int64_t decoder_seq_length = 128;
   std::string position_embedding_type = "learned_absolute", normalization = "layernorm", activation = "gelu";
   bool untie_embeddings_and_output_weights = false;
   // Rotary embedding (position_embedding_type = rope): base (HF rope_theta), the fraction of each

@@ -248,6 +248,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   m.ffn_hidden_size = get<int64_t>(values, "model.ffn_hidden_size");
   m.seq_length = get<int64_t>(values, "model.seq_length");
   m.max_position_embeddings = get<int64_t>(values, "model.max_position_embeddings");
+  m.decoder_seq_length = get<int64_t>(values, "model.decoder_seq_length");
   m.position_embedding_type = get<std::string>(values, "model.position_embedding_type");
   m.normalization = get<std::string>(values, "model.normalization");
   m.activation = get<std::string>(values, "model.activation");

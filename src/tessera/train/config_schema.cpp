@@ -57,6 +57,8 @@ const std::vector<KeySpec>& config_schema() {
        "key/value heads (0 = num_attention_heads; fewer: grouped-query attention; 1: multi-query)"},
       {"model", "ffn_hidden_size", VT::integer, int64_t{0}, "MLP hidden size (0 = 4 x hidden_size)"},
       {"model", "seq_length", VT::integer, int64_t{1024}, "training sequence length"},
+      {"model", "decoder_seq_length", VT::integer, int64_t{128},
+       "t5: decoder sequence length (Megatron's --decoder-seq-length; model.seq_length is the encoder's)"},
       {"model", "max_position_embeddings", VT::integer, int64_t{1024}, "learned position table size"},
       {"model", "position_embedding_type", VT::string, S("learned_absolute"),
        "learned_absolute | rope | alibi | none | relative", kArch,
