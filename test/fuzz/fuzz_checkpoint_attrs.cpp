@@ -47,7 +47,7 @@ const Target kTargets[] = {
     {"mp_rank_00_000.h5", "/model/decoder.layers.0.mlp.linear_fc1.weight", "split_axis"},
     {"mp_rank_00_000.h5", "/model/decoder.layers.0.mlp.linear_fc1.weight", "global_shape"},
     {"mp_rank_00_000.h5", "/model/decoder.layers.0.mlp.linear_fc1.weight", "local_shape"},
-    {"mp_rank_00_000.h5", "/model/decoder.layers.0.mlp.linear_fc1.weight", "checksum"},
+    {"mp_rank_00_000.h5", "/model/decoder.layers.0.mlp.linear_fc1.weight", "checksum8"},
     {"mp_rank_00_000.h5", "/optimizer/exp_avg/decoder.layers.0.mlp.linear_fc1.weight", "flat_offset"},
     {"mp_rank_00_000.h5", "/optimizer/exp_avg/decoder.layers.0.mlp.linear_fc1.weight", "count"},
     {"mp_rank_00_000.h5", "/optimizer/exp_avg/decoder.layers.0.mlp.linear_fc1.weight", "global_shape"},

@@ -9,6 +9,7 @@
 
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/checkpoint_reader.h"
+#include "tessera/ckpt/h5_file.h"
 #include "tessera/train/trainer.h"
 
 namespace tessera {
@@ -78,6 +79,51 @@ TEST_F(DamagedCheckpoint, CorruptTensorDataFailsItsChecksum) {
   EXPECT_NE(message.find(shard_.string()), std::string::npos) << message;
   EXPECT_NE(message.find("checksum"), std::string::npos) << message;
   EXPECT_NE(message.find("decoder.layers.0.mlp.linear_fc1.weight"), std::string::npos) << message;
+}
+
+// Files written before the lane checksum carry "checksum" (one FNV-1a chain): they still load, and
+// still fail when their data is damaged.
+TEST_F(DamagedCheckpoint, OneLaneChecksumOfOlderFilesIsStillVerified) {
+  const char* name = "model/decoder.layers.0.mlp.linear_fc1.weight";
+  haddr_t offset = HADDR_UNDEF;
+  hsize_t size = 0;
+  {
+    hid_t file = H5Fopen(shard_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    hid_t dataset = H5Dopen2(file, name, H5P_DEFAULT);
+    ASSERT_GE(dataset, 0);
+    const Shape shape = ckpt::h5_dataset_shape(dataset);
+    std::vector<float> data(static_cast<size_t>(shape_numel(shape)));
+    ckpt::h5_read_into(dataset, DType::f32, data.data());
+    ASSERT_GE(H5Adelete(dataset, "checksum8"), 0);
+    ckpt::h5_set_attr(dataset, "checksum",
+                      static_cast<int64_t>(ckpt::data_checksum(data.data(), data.size() * sizeof(float))));
+    offset = H5Dget_offset(dataset);
+    size = H5Dget_storage_size(dataset);
+    H5Dclose(dataset);
+    H5Fclose(file);
+  }
+  EXPECT_EQ(load_error(), "");
+  overwrite(shard_, offset + size / 2, 4);
+  const std::string message = load_error();
+  EXPECT_NE(message.find("checksum"), std::string::npos) << message;
+}
+
+TEST(DataChecksumLanes, ChangesWithEveryByteWordOrderAndLength) {
+  std::vector<unsigned char> bytes(1003);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>((i * 131 + 7) % 251);
+  const uint64_t base = ckpt::data_checksum_lanes(bytes.data(), bytes.size());
+  EXPECT_EQ(base, ckpt::data_checksum_lanes(bytes.data(), bytes.size()));
+  for (size_t i = 0; i < bytes.size(); i += 17) {  // every lane, and the tail of fewer than 64 bytes
+    bytes[i] ^= 0x10;
+    EXPECT_NE(ckpt::data_checksum_lanes(bytes.data(), bytes.size()), base) << "byte " << i;
+    bytes[i] ^= 0x10;
+  }
+  std::vector<unsigned char> swapped = bytes;  // words 0 and 1 sit in different lanes
+  std::swap_ranges(swapped.begin(), swapped.begin() + 8, swapped.begin() + 8);
+  EXPECT_NE(ckpt::data_checksum_lanes(swapped.data(), swapped.size()), base);
+  std::vector<unsigned char> zeros(128, 0);  // the length counts even when the bytes are all zero
+  EXPECT_NE(ckpt::data_checksum_lanes(zeros.data(), 64), ckpt::data_checksum_lanes(zeros.data(), 128));
 }
 
 TEST_F(DamagedCheckpoint, TruncatedShardFile) {
