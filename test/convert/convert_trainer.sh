@@ -6,6 +6,9 @@
 #   pretrained_hf:   checkpoint.pretrained_hf = the HF GPT-2 fixture gives the same losses as
 #                    import-hf + checkpoint.load with finetune (no model keys repeated), and not the
 #                    losses of a random initialisation
+#   shared_ranks:    import-hf (the HF GPT-2 fixture, TP=2 x PP=2) and reshard (a DP=2 distributed-
+#                    optimizer checkpoint to TP=2 x PP=2 x DP=2) under mpirun -np 3, ranks sharing the
+#                    files, write the same files as one process, equal by h5diff
 # Prints "convert_trainer SCENARIO: ok" only when every check passed.
 set -u
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
@@ -127,6 +130,33 @@ TOML
       --set model.num_attention_heads=$HEADS --set model.max_position_embeddings=$POSITIONS \
       --set logging.metrics_file="$DIR/random.jsonl"
     [ "$(losses "$DIR/random.jsonl")" != "$(losses "$DIR/one_step.jsonl")" ] || fail "pretrained run equals random init"
+    ;;
+  shared_ranks)
+    HF=${TESSERA_SHARED_DIR:-/work/shared}/fixtures/hf/gpt2/hf
+    [ -f "$HF/model.safetensors" ] || fail "HF fixture missing: $HF"
+    same_files() {  # DIR_A DIR_B: the same file names, every file equal by h5diff
+      local a=$1 b=$2 f n=0
+      [ "$(cd "$a" && ls)" = "$(cd "$b" && ls)" ] || fail "different files: $(ls "$a") vs $(ls "$b")"
+      for f in "$a"/*.h5; do
+        h5diff -r "$f" "$b/$(basename "$f")" >"$DIR/diff.log" 2>&1 || { head -20 "$DIR/diff.log"; fail "$f differs"; }
+        n=$((n + 1))
+      done
+      echo "same $n files: $a vs $b"
+    }
+    step "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/one" --tensor-model-parallel-size 2 \
+      --pipeline-model-parallel-size 2
+    step $MPIRUN -np 3 "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/three" \
+      --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+    same_files "$DIR/one/iter_0000000" "$DIR/three/iter_0000000"
+    train $MPIRUN -np 2 "$BIN/tessera-train" --set parallel.use_distributed_optimizer=true \
+      --set checkpoint.save="$DIR/ckpt" --set logging.metrics_file="$DIR/first.jsonl"
+    LAYOUT=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --data-parallel-size 2
+            --use-distributed-optimizer)
+    step "$BIN/tessera-convert" reshard --input "$DIR/ckpt" --output "$DIR/re_one" "${LAYOUT[@]}"
+    step $MPIRUN -np 3 "$BIN/tessera-convert" reshard --input "$DIR/ckpt" --output "$DIR/re_three" "${LAYOUT[@]}"
+    [ "$(ls "$DIR/re_three/iter_0000010" | grep -c distrib_optim)" -eq 8 ] || fail "expected 8 distrib_optim files"
+    same_files "$DIR/re_one/iter_0000010" "$DIR/re_three/iter_0000010"
+    [ -z "$(ls -d "$DIR"/three/*.tmp-* "$DIR"/re_three/*.tmp-* 2>/dev/null)" ] || fail "a temporary folder is left"
     ;;
   *) fail "unknown scenario $SCENARIO" ;;
 esac

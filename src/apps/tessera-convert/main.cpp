@@ -91,11 +91,11 @@ std::string required(const po::variables_map& vm, const char* option, const std:
 
 int convert_command(int argc, char** argv);
 
-// One process converts: under srun / mpirun with several ranks, rank 0 does the work and the others
-// wait for it (an error on rank 0 ends them all through run_main's abort).
+// Under srun / mpirun with several ranks, import-hf and reshard share the work: each rank reads and
+// writes the target's files k with k % ranks == its rank (convert/writer_ranks.h). export-hf and
+// inspect run on rank 0 while the others wait. An error on any rank ends them all (run_main).
 int convert_main(int argc, char** argv) {
-  const bool leader = Runtime::get().world_rank() == 0;
-  const int rc = leader ? convert_command(argc, argv) : 0;
+  const int rc = convert_command(argc, argv);
   if (Runtime::get().world_size() > 1) TESSERA_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   return rc;
 }
@@ -127,8 +127,10 @@ int convert_command(int argc, char** argv) {
   std::string command = vm.count("command") ? vm["command"].as<std::string>() : "";
   std::optional<int64_t> iteration;
   if (vm.count("iteration")) iteration = vm["iteration"].as<int64_t>();
+  const convert::WriterRanks ranks = convert::WriterRanks::world();
   if (vm.count("print-checkpoint-structure")) {
     if (!command.empty()) TESSERA_CONFIG_FAIL("--print-checkpoint-structure takes no subcommand");
+    if (!ranks.leader()) return 0;
     convert::inspect(vm["print-checkpoint-structure"].as<std::string>(), iteration, std::cout);
     return 0;
   }
@@ -136,9 +138,11 @@ int convert_command(int argc, char** argv) {
   if (command != "inspect" && vm.count("path"))
     TESSERA_CONFIG_FAIL(command, ": unexpected argument '", vm["path"].as<std::string>(), "'; see tessera-convert --help");
   if (command == "import-hf") {
-    auto r = convert::import_hf(required(vm, "input", command), required(vm, "output", command), layout_from(vm));
+    auto r = convert::import_hf(required(vm, "input", command), required(vm, "output", command), layout_from(vm),
+                                ranks);
     log::info("imported ", r.tensors, " tensors into ", r.folder.string(), " (", r.bytes_written, " bytes)");
   } else if (command == "export-hf") {
+    if (!ranks.leader()) return 0;
     convert::ExportOptions o;
     o.iteration = iteration;
     o.max_shard_bytes = convert::parse_size(vm["max-shard-size"].as<std::string>());
@@ -149,10 +153,11 @@ int convert_command(int argc, char** argv) {
               ") to ", output);
   } else if (command == "reshard") {
     auto r = convert::reshard(required(vm, "input", command), iteration, required(vm, "output", command),
-                              layout_from(vm), vm.count("no-optim") > 0);
+                              layout_from(vm), vm.count("no-optim") > 0, ranks);
     log::info("resharded ", r.tensors, " tensors into ", r.folder.string());
   } else if (command == "inspect") {
     if (!vm.count("path")) TESSERA_CONFIG_FAIL("inspect needs PATH; see tessera-convert --help");
+    if (!ranks.leader()) return 0;
     convert::inspect(vm["path"].as<std::string>(), iteration, std::cout);
   } else {
     TESSERA_CONFIG_FAIL("unknown subcommand '", command, "'; expected import-hf, export-hf, reshard or inspect");

@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 using ckpt::H5Id;
 
 struct CheckpointWriter::File {
+  bool mine = true;  // written by this rank (writer_ranks.h)
   std::string path;
   ckpt::ShardCoordinates coords;
   H5Id file;
@@ -88,8 +89,13 @@ void slice_along(const float* global, const Shape& shape, int axis, int64_t offs
 }  // namespace
 
 CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t iteration, const TargetLayout& layout,
-                                   DType params_dtype, bool with_optimizer)
-    : dir_(dir), iteration_(iteration), layout_(layout), params_dtype_(params_dtype), with_optimizer_(with_optimizer) {
+                                   DType params_dtype, bool with_optimizer, const WriterRanks& ranks)
+    : dir_(dir),
+      iteration_(iteration),
+      layout_(layout),
+      params_dtype_(params_dtype),
+      with_optimizer_(with_optimizer),
+      ranks_(ranks) {
   ckpt::h5_quiet();
   TESSERA_CHECK(layout.tp >= 1 && layout.pp >= 1 && layout.dp >= 1 && layout.ep == 1, "target layout TP=", layout.tp,
                 " PP=", layout.pp, " DP=", layout.dp, " EP=", layout.ep, " (expert parallelism needs MoE models)");
@@ -100,9 +106,13 @@ CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t iteration, const
   const fs::path final_dir = dir / ckpt::iteration_dir_name(iteration);
   if (fs::exists(final_dir))
     TESSERA_CONFIG_FAIL("output ", final_dir.string(), " already exists; choose another --output or remove it");
-  tmp_ = dir / (ckpt::iteration_dir_name(iteration) + ".tmp-" + nonce());
-  fs::create_directories(tmp_, ec);
-  TESSERA_CHECK(fs::is_directory(tmp_), "cannot create ", tmp_.string(), ": ", ec.message());
+  // Rank 0 names and creates the temporary folder; the other ranks receive its name after that.
+  std::string tmp_name = ckpt::iteration_dir_name(iteration) + ".tmp-" + nonce();
+  if (ranks_.leader()) {
+    fs::create_directories(dir / tmp_name, ec);
+    TESSERA_CHECK(fs::is_directory(dir / tmp_name), "cannot create ", (dir / tmp_name).string(), ": ", ec.message());
+  }
+  tmp_ = dir / ranks_.from_leader(tmp_name);
 
   const int world = layout_.tp * layout_.pp * layout_.dp;
   for (int pp = 0; pp < layout_.pp; ++pp)
@@ -110,23 +120,31 @@ CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t iteration, const
       ckpt::ShardCoordinates c{tp, layout_.tp, pp, layout_.pp, 0, 1, 0, layout_.dp, 0, world};
       c.world_rank = tp + layout_.tp * layout_.dp * pp;
       auto f = std::make_unique<File>();
+      f->mine = ranks_.owns(model_files_.size());
       f->path = (tmp_ / ckpt::model_shard_file_name(c)).string();
       f->coords = c;
-      f->file = ckpt::h5_create_file(f->path);
-      write_header(f->file.get(), iteration, c, params_dtype, layout_.distributed_optimizer && with_optimizer);
+      if (f->mine) {
+        f->file = ckpt::h5_create_file(f->path);
+        write_header(f->file.get(), iteration, c, params_dtype, layout_.distributed_optimizer && with_optimizer);
+      }
       model_files_.push_back(std::move(f));
       if (!(with_optimizer && layout_.distributed_optimizer)) continue;
       for (int dp = 0; dp < layout_.dp; ++dp) {
         c.dp_rank = dp;
         c.world_rank = tp + layout_.tp * (dp + layout_.dp * pp);
-        auto o = std::make_unique<File>();
-        o->path = (tmp_ / ckpt::distributed_optimizer_file_name(c)).string();
-        o->coords = c;
-        o->file = ckpt::h5_create_file(o->path);
-        write_header(o->file.get(), iteration, c, params_dtype, true);
-        optimizer_files_.push_back(std::move(o));
+        optimizer_files_.push_back(std::make_unique<File>());  // indexed after every model file (below)
+        File& o = *optimizer_files_.back();
+        o.path = (tmp_ / ckpt::distributed_optimizer_file_name(c)).string();
+        o.coords = c;
       }
     }
+  for (size_t i = 0; i < optimizer_files_.size(); ++i) {
+    File& o = *optimizer_files_[i];
+    o.mine = ranks_.owns(model_files_.size() + i);
+    if (!o.mine) continue;
+    o.file = ckpt::h5_create_file(o.path);
+    write_header(o.file.get(), iteration, o.coords, params_dtype, true);
+  }
 }
 
 CheckpointWriter::~CheckpointWriter() {
@@ -134,7 +152,17 @@ CheckpointWriter::~CheckpointWriter() {
   model_files_.clear();
   optimizer_files_.clear();
   std::error_code ec;
-  fs::remove_all(tmp_, ec);  // never leave a half-written checkpoint behind
+  if (ranks_.leader()) fs::remove_all(tmp_, ec);  // never leave a half-written checkpoint behind
+}
+
+bool CheckpointWriter::wants(const models::CheckpointTensor& t) const {
+  for (int stage : t.stages)
+    for (int tp = 0; tp < layout_.tp; ++tp) {
+      if (model_files_.at(static_cast<size_t>(stage * layout_.tp + tp))->mine) return true;
+      for (int dp = 0; dp < layout_.dp && with_optimizer_ && layout_.distributed_optimizer; ++dp)
+        if (optimizer_files_.at(static_cast<size_t>((stage * layout_.tp + tp) * layout_.dp + dp))->mine) return true;
+    }
+  return false;
 }
 
 CheckpointWriter::File& CheckpointWriter::model_file(int tp, int pp) {
@@ -148,6 +176,7 @@ CheckpointWriter::File& CheckpointWriter::optimizer_file(int tp, int pp, int dp)
 void CheckpointWriter::write_piece(File& file, const std::string& group, const models::CheckpointTensor& t,
                                    int tp_rank, const float* global, DType dtype, int64_t flat_offset,
                                    int64_t count) {
+  if (!file.mine) return;
   Shape local = t.global_shape;
   int64_t split_offset = 0;
   const float* values = global;
@@ -230,14 +259,25 @@ fs::path CheckpointWriter::commit(const CommonInfo& info) {
   };
   if (with_optimizer_) {
     for (auto& f : model_files_)
-      if (!layout_.distributed_optimizer) optimizer_attrs(f->group("optimizer"));
-    for (auto& f : optimizer_files_) optimizer_attrs(f->group("optimizer"));
+      if (f->mine && !layout_.distributed_optimizer) optimizer_attrs(f->group("optimizer"));
+    for (auto& f : optimizer_files_)
+      if (f->mine) optimizer_attrs(f->group("optimizer"));
   }
   for (auto* files : {&model_files_, &optimizer_files_})
     for (auto& f : *files) {
+      if (!f->mine) continue;
       f->groups.clear();
       ckpt::h5_close_and_sync(f->file, f->path);
     }
+  // Every rank's files are complete before rank 0 makes the checkpoint visible; the other ranks
+  // return once it is.
+  const fs::path final_dir = dir_ / ckpt::iteration_dir_name(iteration_);
+  ranks_.barrier();
+  if (!ranks_.leader()) {
+    ranks_.barrier();
+    committed_ = true;
+    return final_dir;
+  }
 
   const fs::path common_path = tmp_ / ckpt::kCommonFile;
   H5Id file = ckpt::h5_create_file(common_path.string());
@@ -283,13 +323,13 @@ fs::path CheckpointWriter::commit(const CommonInfo& info) {
   ckpt::h5_close_and_sync(file, common_path.string());
 
   ckpt::fsync_directory(tmp_);
-  const fs::path final_dir = dir_ / ckpt::iteration_dir_name(iteration_);
   std::error_code ec;
   fs::rename(tmp_, final_dir, ec);
   TESSERA_CHECK(!ec, "renaming ", tmp_.string(), " to ", final_dir.string(), ": ", ec.message());
   committed_ = true;
   ckpt::fsync_directory(dir_);
   ckpt::write_tracker_atomically(dir_, iteration_);
+  ranks_.barrier();
   return final_dir;
 }
 

@@ -3,7 +3,9 @@
 // tensor is cut into its tensor-parallel pieces (and, for the distributed optimizer, into DP
 // slices) as it arrives. commit() writes common.h5, closes and fsyncs every file, renames the
 // folder and then replaces the tracker; an unfinished writer removes its temporary folder.
-// The files are the ones save_checkpoint writes (docs/checkpoint-format.md).
+// The files are the ones save_checkpoint writes (docs/checkpoint-format.md). Several ranks can write
+// one checkpoint together (writer_ranks.h): each writes only its files; callers skip the tensors
+// wants() says none of this rank's files hold.
 #pragma once
 #include <filesystem>
 #include <memory>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "tessera/ckpt/checkpoint_state.h"
+#include "tessera/convert/writer_ranks.h"
 #include "tessera/core/dtype.h"
 #include "tessera/models/gpt_checkpoint_tensors.h"
 
@@ -30,14 +33,18 @@ struct CommonInfo {
 class CheckpointWriter {
  public:
   // params_dtype: f32, bf16 or f16; with_optimizer: write_optimizer() will be called for every tensor.
-  // ConfigError when <dir>/iter_XXXXXXX already exists (nothing is overwritten).
+  // ConfigError when <dir>/iter_XXXXXXX already exists (nothing is overwritten). With several ranks,
+  // every rank of `ranks` constructs the writer and calls commit() (collectives).
   CheckpointWriter(const std::filesystem::path& dir, int64_t iteration, const TargetLayout& layout, DType params_dtype,
-                   bool with_optimizer);
+                   bool with_optimizer, const WriterRanks& ranks = {});
   ~CheckpointWriter();
   CheckpointWriter(const CheckpointWriter&) = delete;
   CheckpointWriter& operator=(const CheckpointWriter&) = delete;
 
   DType params_dtype() const { return params_dtype_; }
+  // Whether this rank writes any piece of the tensor (false: write_param / write_optimizer of it
+  // write nothing here, so the caller need not read it).
+  bool wants(const models::CheckpointTensor& t) const;
   // The model tensor's global values (f32, numel(t.global_shape)), stored in the params dtype in the
   // model shard file of every stage in t.stages and every TP rank.
   void write_param(const models::CheckpointTensor& t, const float* global);
@@ -58,6 +65,7 @@ class CheckpointWriter {
   TargetLayout layout_;
   DType params_dtype_;
   bool with_optimizer_;
+  WriterRanks ranks_;
   bool committed_ = false;
   std::vector<std::unique_ptr<File>> model_files_, optimizer_files_;
   std::vector<float> piece_;

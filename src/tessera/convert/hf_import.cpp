@@ -40,7 +40,8 @@ std::string where(const ckpt::SafetensorsCheckpoint& st, const std::string& key)
 
 }  // namespace
 
-ImportResult import_hf(const fs::path& hf_dir, const fs::path& output, const LayoutOptions& options) {
+ImportResult import_hf(const fs::path& hf_dir, const fs::path& output, const LayoutOptions& options,
+                       const WriterRanks& ranks) {
   const nlohmann::json hf_config = read_hf_config_json(hf_dir.string());
   const std::string config_path = (hf_dir / "config.json").string();
   if (!hf_config.contains("model_type") || !hf_config["model_type"].is_string())
@@ -87,10 +88,14 @@ ImportResult import_hf(const fs::path& hf_dir, const fs::path& output, const Lay
 
   const int64_t tp = options.tensor_model_parallel_size;
   TargetLayout target{static_cast<int>(tp), static_cast<int>(options.pipeline_model_parallel_size), 1, 1, false};
-  CheckpointWriter writer(output, 0, target, dtype, false);
+  CheckpointWriter writer(output, 0, target, dtype, false, ranks);
   ImportResult result;
   std::vector<float> hf_values, global;
   for (const models::CheckpointTensor& t : tensors) {
+    ++result.tensors;
+    result.bytes_written += static_cast<int64_t>(t.stages.size()) * shape_numel(t.global_shape) *
+                            static_cast<int64_t>(dtype_size(dtype));
+    if (!writer.wants(t)) continue;  // another rank's files hold it
     // The tied output layer copy on the last stage holds the word embedding.
     const std::string source = !t.copy_of.empty() && !by_tessera.count(t.name) ? t.copy_of : t.name;
     auto it = by_tessera.find(source);
@@ -116,9 +121,6 @@ ImportResult import_hf(const fs::path& hf_dir, const fs::path& output, const Lay
     global.resize(static_cast<size_t>(shape_numel(t.global_shape)));
     hf_to_tessera(layout, hf_values.data(), t.global_shape, ctx, global.data());
     writer.write_param(t, global.data());
-    ++result.tensors;
-    result.bytes_written += static_cast<int64_t>(t.stages.size()) * shape_numel(t.global_shape) *
-                            static_cast<int64_t>(dtype_size(dtype));
   }
 
   CommonInfo common;

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "tessera/convert/convert_options.h"
+#include "tessera/convert/writer_ranks.h"
 
 namespace tessera::convert {
 
@@ -15,8 +16,9 @@ struct ImportResult {
 };
 
 // ConfigError naming the file and tensor for a missing, extra or misshaped tensor, an unsupported
-// dtype or model_type, and for a layout that does not fit the model.
+// dtype or model_type, and for a layout that does not fit the model. With several `ranks` (every
+// one calls it), each reads and writes only the tensors of its files (writer_ranks.h).
 ImportResult import_hf(const std::filesystem::path& hf_dir, const std::filesystem::path& output,
-                       const LayoutOptions& layout);
+                       const LayoutOptions& layout, const WriterRanks& ranks = {});
 
 }  // namespace tessera::convert

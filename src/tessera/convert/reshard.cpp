@@ -35,7 +35,7 @@ std::vector<float> fitted(const ckpt::CheckpointReader& reader, const std::strin
 }  // namespace
 
 ReshardResult reshard(const fs::path& input, std::optional<int64_t> iteration, const fs::path& output,
-                      const LayoutOptions& options, bool no_optim) {
+                      const LayoutOptions& options, bool no_optim, const WriterRanks& ranks) {
   const fs::path folder = resolve_checkpoint_folder(input, iteration);
   ckpt::CheckpointReader reader(folder);
   const std::string common = (folder / "common.h5").string();
@@ -69,9 +69,11 @@ ReshardResult reshard(const fs::path& input, std::optional<int64_t> iteration, c
   TargetLayout target{static_cast<int>(options.tensor_model_parallel_size),
                       static_cast<int>(options.pipeline_model_parallel_size), 1,
                       static_cast<int>(options.data_parallel_size), options.use_distributed_optimizer};
-  CheckpointWriter writer(output, reader.iteration(), target, dtype, optimizer);
+  CheckpointWriter writer(output, reader.iteration(), target, dtype, optimizer, ranks);
   ReshardResult result;
   for (const models::CheckpointTensor& t : tensors) {
+    ++result.tensors;
+    if (!writer.wants(t)) continue;  // another rank's files hold it
     auto source = [&](const std::string& kind) {
       if (!reader.has(kind, t.name) && !t.copy_of.empty()) return t.copy_of;
       return t.name;
@@ -91,7 +93,6 @@ ReshardResult reshard(const fs::path& input, std::optional<int64_t> iteration, c
         std::vector<float> values = fitted(reader, kind, source(kind), t);
         writer.write_optimizer(kind, t, values.data());
       }
-    ++result.tensors;
   }
 
   CommonInfo c;

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "tessera/convert/convert_options.h"
+#include "tessera/convert/writer_ranks.h"
 
 namespace tessera::convert {
 
@@ -14,7 +15,10 @@ struct ReshardResult {
   int64_t tensors = 0;
 };
 
+// With several `ranks` (every one calls it), each reads and writes only the tensors of its files
+// (writer_ranks.h).
 ReshardResult reshard(const std::filesystem::path& input, std::optional<int64_t> iteration,
-                      const std::filesystem::path& output, const LayoutOptions& layout, bool no_optim);
+                      const std::filesystem::path& output, const LayoutOptions& layout, bool no_optim,
+                      const WriterRanks& ranks = {});
 
 }  // namespace tessera::convert
