@@ -236,7 +236,7 @@ r=c.getresponse(); print(r.status, r.read().decode())' "$port") || true
     submit_and_wait jid -N1 -n2 --ntasks-per-node=2 "${CPU_OPTS[@]}" "${dry[@]}" "$JOBS/convert.sbatch" \
       "$CONFIGS/convert.toml" --set convert.output=ckpt-tp4-v2 --no-optim
     expect_state "$jid" COMPLETED 0:0
-    expect_out "$jid" "tessera-convert reshard \| ranks=2 \(rank 0 converts\) \| ckpt -> ckpt-tp4-v2"
+    expect_out "$jid" "tessera-convert reshard \| ranks=2 \(import-hf / reshard: files shared over the ranks\) \| ckpt -> ckpt-tp4-v2"
     expect_out "$jid" "launch: srun --mpi=pmix --ntasks=2 --kill-on-bad-exit=1 [^ ]*tessera-convert --command reshard --input ckpt --output ckpt-tp4-v2 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 1 --no-optim"
     dry_run_fails 1 "\[convert\] input = 'nowhere': not found" "$JOBS/convert.sbatch" "$CONFIGS/convert.toml" --set convert.input=nowhere
     submit_and_wait jid -N1 -n2 --ntasks-per-node=2 "${CPU_OPTS[@]}" "${dry[@]}" "$JOBS/generate.sbatch" \
