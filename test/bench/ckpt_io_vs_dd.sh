@@ -4,7 +4,9 @@
 # the same files (warm page cache) and dd writing as many bytes with conv=fdatasync, loading by
 # slices at the saved layout and resharded to TP=2 (ckpt_reshard_bench), and tessera-convert
 # reshard (file to file, TP=1 -> TP=2, fsynced). Prints every figure and the ratios:
-#   load / dd read >= 0.5, save / dd write >= 0.5, reshard-on-load / same-layout load >= 0.25.
+#   load / dd read >= 0.5, save / dd write >= 0.5, reshard-on-load / same-layout load >= 0.25; and
+# tessera-convert reshard / dd write (a file-to-file convert ends in fsync, so the disk bounds it as
+# it bounds dd; it cannot reach a quarter of a load from the page cache, and is reported, not gated).
 # Usage: test/bench/ckpt_io_vs_dd.sh [BIN_DIR] [WORK_DIR] [REPEATS]   (WORK_DIR: on the file
 # system to measure; default a temporary folder, removed). Exit 1 when a target is missed.
 set -euo pipefail
@@ -49,6 +51,7 @@ slices=$("$bin/ckpt_reshard_bench" "$folder" 2 "$repeats")
 echo "$slices"
 same=$(echo "$slices" | grep -o '"same_layout_MBps": [0-9.]*' | awk '{print $2}' | best)
 reshard=$(echo "$slices" | grep -o '"reshard_MBps": [0-9.]*' | awk '{print $2}' | best)
+rm -rf "$work/tp2"  # a folder left by an earlier run in the same WORK_DIR
 start=$(date +%s.%N)
 "$bin/tessera-convert" reshard --input "$work/ckpt" --output "$work/tp2" --tensor-model-parallel-size 2 >/dev/null
 convert=$(echo "$bytes $start $(date +%s.%N)" | awk '{printf "%.1f", $1 / 1e6 / ($3 - $2)}')
@@ -57,7 +60,8 @@ ratio() { echo "$1 $2" | awk '{printf "%.2f", $1 / $2}'; }
 load_ratio=$(ratio "$load" "$dd_read")
 save_ratio=$(ratio "$save" "$dd_write")
 reshard_ratio=$(ratio "$reshard" "$load")
-echo "{\"benchmark\": \"ckpt_io_vs_dd\", \"bytes\": $bytes, \"load_MBps\": $load, \"dd_read_MBps\": $dd_read, \"load_over_dd\": $load_ratio, \"save_MBps\": $save, \"dd_write_fdatasync_MBps\": $dd_write, \"save_over_dd\": $save_ratio, \"slices_same_layout_MBps\": $same, \"reshard_tp2_load_MBps\": $reshard, \"reshard_over_load\": $reshard_ratio, \"convert_reshard_file_to_file_MBps\": $convert}"
+convert_ratio=$(ratio "$convert" "$dd_write")  # file to file, fsynced: bound by the disk write as dd is
+echo "{\"benchmark\": \"ckpt_io_vs_dd\", \"bytes\": $bytes, \"load_MBps\": $load, \"dd_read_MBps\": $dd_read, \"load_over_dd\": $load_ratio, \"save_MBps\": $save, \"dd_write_fdatasync_MBps\": $dd_write, \"save_over_dd\": $save_ratio, \"slices_same_layout_MBps\": $same, \"reshard_tp2_load_MBps\": $reshard, \"reshard_over_load\": $reshard_ratio, \"convert_reshard_file_to_file_MBps\": $convert, \"convert_over_dd_write\": $convert_ratio}"
 awk -v l="$load_ratio" -v s="$save_ratio" -v r="$reshard_ratio" 'BEGIN { exit !(l >= 0.5 && s >= 0.5 && r >= 0.25) }' ||
   { echo "ckpt_io_vs_dd: a target is missed (load/dd >= 0.5, save/dd >= 0.5, reshard/load >= 0.25)"; exit 1; }
 echo "ckpt_io_vs_dd: targets met"

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "tessera/ckpt/checkpoint_reader.h"
+#include "tessera/ckpt/h5_verified_read.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/half.h"
 
@@ -74,8 +75,7 @@ void CheckpointReader::read_piece(const Piece& p, void* dst) const {
   const std::string file = (folder_ / file_names_[p.file]).string();
   try {
     H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(files_[p.file]->get(), p.path.c_str(), H5P_DEFAULT), p.path));
-    h5_read_into(dataset.get(), p.dtype, dst);
-    h5_verify_checksum(dataset.get(), dst, static_cast<size_t>(p.count) * dtype_size(p.dtype));
+    h5_read_verified(files_[p.file]->get(), dataset.get(), p.dtype, dst, static_cast<size_t>(p.count) * dtype_size(p.dtype));
   } catch (const Error& e) {
     TESSERA_FAIL("checkpoint file ", file, " cannot be read at ", p.path, " (truncated or corrupt?): ", e.message());
   }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tessera/ckpt/data_checksum.h"
 #include "tessera/core/buffer.h"
 #include "tessera/runtime/device_copy.h"
 
@@ -18,20 +19,6 @@ herr_t innermost_error(unsigned, const H5E_error2_t* error, void* out) {
   auto* message = static_cast<std::string*>(out);
   if (message->empty() && error && error->desc) *message = std::string(error->func_name) + ": " + error->desc;
   return 0;
-}
-
-hid_t native_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32: return H5T_NATIVE_FLOAT;
-    case DType::f64: return H5T_NATIVE_DOUBLE;
-    case DType::i32: return H5T_NATIVE_INT32;
-    case DType::i64: return H5T_NATIVE_INT64;
-    case DType::u8: return H5T_NATIVE_UINT8;
-    case DType::bf16:
-    case DType::f16:
-    case DType::u16: return H5T_NATIVE_UINT16;
-  }
-  TESSERA_FAIL("no HDF5 type for dtype ", dtype_name(dtype));
 }
 
 H5Id string_type() {
@@ -53,6 +40,20 @@ void write_attr(hid_t object, const std::string& name, hid_t type, hid_t space, 
 }
 
 }  // namespace
+
+hid_t h5_native_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return H5T_NATIVE_FLOAT;
+    case DType::f64: return H5T_NATIVE_DOUBLE;
+    case DType::i32: return H5T_NATIVE_INT32;
+    case DType::i64: return H5T_NATIVE_INT64;
+    case DType::u8: return H5T_NATIVE_UINT8;
+    case DType::bf16:
+    case DType::f16:
+    case DType::u16: return H5T_NATIVE_UINT16;
+  }
+  TESSERA_FAIL("no HDF5 type for dtype ", dtype_name(dtype));
+}
 
 std::string h5_error_message() {
   std::string message;
@@ -206,7 +207,7 @@ void h5_write_tensor(hid_t parent, const std::string& name, const Tensor& device
   H5Id space(dims.empty() ? TESSERA_H5_CHECK(H5Screate(H5S_SCALAR), "dataset ", name)
                           : TESSERA_H5_CHECK(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
                                              "dataset ", name));
-  hid_t type = native_type(tensor.dtype());
+  hid_t type = h5_native_type(tensor.dtype());
   H5Id dataset(TESSERA_H5_CHECK(H5Dcreate2(parent, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT,
                                            H5P_DEFAULT),
                                 "dataset ", name));
@@ -216,39 +217,6 @@ void h5_write_tensor(hid_t parent, const std::string& name, const Tensor& device
   const uint64_t checksum =
       data_checksum_lanes(tensor.data(), static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype()));
   h5_set_attr(dataset.get(), "checksum8", static_cast<int64_t>(checksum));
-}
-
-uint64_t data_checksum(const void* data, size_t bytes) {
-  constexpr uint64_t kPrime = 0x100000001b3ull;
-  uint64_t hash = 0xcbf29ce484222325ull;
-  const auto* p = static_cast<const unsigned char*>(data);
-  size_t words = bytes / 8;
-  for (size_t i = 0; i < words; ++i) {
-    uint64_t word;
-    std::memcpy(&word, p + 8 * i, 8);
-    hash = (hash ^ word) * kPrime;
-  }
-  for (size_t i = 8 * words; i < bytes; ++i) hash = (hash ^ p[i]) * kPrime;
-  return hash;
-}
-
-uint64_t data_checksum_lanes(const void* data, size_t bytes) {
-  constexpr uint64_t kPrime = 0x100000001b3ull, kBasis = 0xcbf29ce484222325ull;
-  constexpr size_t kLanes = 8;
-  uint64_t lane[kLanes];
-  for (size_t j = 0; j < kLanes; ++j) lane[j] = kBasis;
-  const auto* p = static_cast<const unsigned char*>(data);
-  const size_t rounds = bytes / (8 * kLanes);
-  for (size_t i = 0; i < rounds; ++i) {
-    uint64_t words[kLanes];
-    std::memcpy(words, p + i * 8 * kLanes, sizeof words);
-    for (size_t j = 0; j < kLanes; ++j) lane[j] = (lane[j] ^ words[j]) * kPrime;
-  }
-  const size_t done = rounds * 8 * kLanes;
-  const uint64_t tail = data_checksum(p + done, bytes - done);  // fewer than 64 bytes
-  const uint64_t fold[kLanes + 2] = {lane[0], lane[1], lane[2], lane[3], lane[4], lane[5], lane[6], lane[7],
-                                     tail, static_cast<uint64_t>(bytes)};
-  return data_checksum(fold, sizeof fold);
 }
 
 void h5_verify_checksum(hid_t dataset, const void* data, size_t bytes) {
@@ -297,7 +265,7 @@ Shape h5_dataset_shape(hid_t dataset) {
 }
 
 void h5_read_into(hid_t dataset, DType dtype, void* out) {
-  TESSERA_H5_CHECK(H5Dread(dataset, native_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "reading a dataset");
+  TESSERA_H5_CHECK(H5Dread(dataset, h5_native_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "reading a dataset");
 }
 
 }  // namespace tessera::ckpt

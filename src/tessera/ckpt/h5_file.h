@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/ckpt/data_checksum.h"
 #include "tessera/core/tensor.h"
 
 namespace tessera::ckpt {
@@ -81,16 +82,11 @@ std::string h5_read_string(hid_t parent, const std::string& name);
 DType h5_dataset_dtype(hid_t dataset);       // from the dtype attribute
 Shape h5_dataset_shape(hid_t dataset);
 void h5_read_into(hid_t dataset, DType dtype, void* out);  // whole dataset, stored element type
+hid_t h5_native_type(DType dtype);  // the HDF5 type a dtype is stored as (bf16, f16: uint16)
 
-// Checksums of a dataset's bytes (HDF5 does not checksum raw data). data_checksum: 64-bit FNV-1a over
-// 8-byte words (the tail byte-wise), one multiply chain (about 5 GB/s). data_checksum_lanes: the same
-// over 8 interleaved lanes (word i goes to lane i % 8), the lane values then folded by FNV-1a with the
-// byte count: eight independent chains run at memory speed, so verifying no longer halves the load
-// rate. h5_write_tensor stores the lane checksum as attribute "checksum8" (int64 bit pattern);
-// h5_verify_checksum checks "checksum8", or "checksum" (data_checksum) in files written before it,
-// and fails when the bytes read do not match.
-uint64_t data_checksum(const void* data, size_t bytes);
-uint64_t data_checksum_lanes(const void* data, size_t bytes);
+// The checksums of a dataset's bytes are in data_checksum.h. h5_write_tensor stores the lane checksum
+// as attribute "checksum8" (int64 bit pattern); h5_verify_checksum checks "checksum8", or "checksum"
+// (data_checksum) in files written before it, and fails when the bytes read do not match.
 void h5_verify_checksum(hid_t dataset, const void* data, size_t bytes);
 
 }  // namespace tessera::ckpt

@@ -4,6 +4,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -124,6 +125,23 @@ TEST(DataChecksumLanes, ChangesWithEveryByteWordOrderAndLength) {
   EXPECT_NE(ckpt::data_checksum_lanes(swapped.data(), swapped.size()), base);
   std::vector<unsigned char> zeros(128, 0);  // the length counts even when the bytes are all zero
   EXPECT_NE(ckpt::data_checksum_lanes(zeros.data(), 64), ckpt::data_checksum_lanes(zeros.data(), 128));
+}
+
+TEST(DataChecksumLanes, PiecesGiveTheOneShotValueAndTheStoredFormatIsUnchanged) {
+  std::vector<unsigned char> bytes(1003);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>((i * 131 + 7) % 251);
+  // Values of the format files carry (an independent Python rendering of the definition in
+  // data_checksum.h): changing them would make every saved checkpoint fail its checksum.
+  EXPECT_EQ(ckpt::data_checksum_lanes(bytes.data(), bytes.size()), 0xdf2feab0b1658f70ull);
+  EXPECT_EQ(ckpt::data_checksum_lanes(bytes.data(), 960), 0x329ee4e228e35cecull);
+  for (size_t piece : {size_t{64}, size_t{128}, size_t{640}}) {  // the reader's chunks, scaled down
+    ckpt::LaneChecksum sum;
+    for (size_t done = 0; done < bytes.size(); done += piece) sum.update(bytes.data() + done, std::min(piece, bytes.size() - done));
+    EXPECT_EQ(sum.finish(), 0xdf2feab0b1658f70ull) << "pieces of " << piece;
+  }
+  ckpt::LaneChecksum uneven;
+  uneven.update(bytes.data(), 100);  // not a multiple of 64 and not the last piece: refused
+  EXPECT_THROW(uneven.update(bytes.data() + 100, 64), Error);
 }
 
 TEST_F(DamagedCheckpoint, TruncatedShardFile) {

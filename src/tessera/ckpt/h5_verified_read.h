@@ -1,0 +1,18 @@
+#pragma once
+// Reading a checkpoint dataset's bytes and checking them against the stored checksum in one pass.
+// A contiguous dataset stored in the native element type (what h5_write_tensor writes) with a lane
+// checksum ("checksum8") is read straight from the file with pread in 256 KiB chunks, each checksummed
+// while it is still in cache: one pass over the destination instead of H5Dread's copy plus a second
+// pass to verify (the load rate is then bound by one memory copy, as dd's is). Anything else (older
+// one-lane "checksum" files, other layouts) goes through H5Dread and h5_verify_checksum.
+#include <cstddef>
+
+#include "tessera/ckpt/h5_file.h"
+
+namespace tessera::ckpt {
+
+// Reads the whole dataset (bytes = its element count x the element size of dtype) into out and
+// fails when the bytes do not match the stored checksum.
+void h5_read_verified(hid_t file, hid_t dataset, DType dtype, void* out, size_t bytes);
+
+}  // namespace tessera::ckpt
