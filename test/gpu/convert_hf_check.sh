@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Hugging Face interop acceptance (issue 17, item 2), for the GPU machine (python3 there has
 # transformers, torch and safetensors; everything below runs on its CPU in float32):
-#  1. the HF GPT-2 fixture -> tessera-convert import-hf at the TP x PP its shape allows (TP=2 x PP=2
-#     for the public fixture) -> reshard to TP=1 x PP=1 -> export-hf; transformers loads the export
-#     and its logits match expected.safetensors within 1e-4 (positions with attention_mask = 1).
+#  1. each family's HF fixture (FAMILIES, default gpt2 llama megatron-bert) -> tessera-convert
+#     import-hf at the TP x PP its shape allows (TP=2 x PP=2 for the public fixtures) -> reshard to
+#     TP=1 x PP=1 -> export-hf; transformers loads the export with the class its config names, and
+#     every output in expected.safetensors (logits; BERT's MLM and NSP logits) matches within 1e-4
+#     (positions with attention_mask = 1).
 #  2. tessera-train trains a small GPT at TP=2 x PP=2 for 20 iterations (CPU, mpirun -np 4) and
 #     saves; export-hf; transformers loads it, and its mean loss on a random batch equals the loss
 #     Tessera's model computes on that batch from the same checkpoint (convert_score: the forward
@@ -19,6 +21,7 @@ out=$3
 fixtures=${4:-$bin/../../data/fixtures}
 [ -d "$fixtures/hf/gpt2" ] || fixtures=$bin/../data/fixtures
 hf=$fixtures/hf/gpt2
+FAMILIES=${FAMILIES:-gpt2 llama megatron-bert}  # the families tessera-convert has
 work=$out/convert_work
 rm -rf "$work"
 mkdir -p "$work"
@@ -40,28 +43,48 @@ run() {  # name command...
 [ -f "$hf/hf/model.safetensors" ] || { log "FAIL fixture missing: $hf/hf"; exit 1; }
 python3 -c "import transformers, torch, safetensors; print('transformers', transformers.__version__, 'torch', torch.__version__)" | tee -a "$summary"
 
-# --- 1. the fixture round trip, then transformers' logits
-read -r layers heads < <(python3 -c "import json; c=json.load(open('$hf/hf/config.json')); print(c['n_layer'], c['n_head'])")
-tp=1; [ $((heads % 2)) -eq 0 ] && tp=2
-pp=1; [ $((layers % 2)) -eq 0 ] && pp=2
-log "fixture: $layers layers, $heads heads -> import at TP=$tp x PP=$pp"
-run import "$bin/tessera-convert" import-hf --input "$hf/hf" --output "$work/imported" \
-  --tensor-model-parallel-size $tp --pipeline-model-parallel-size $pp &&
-  run reshard "$bin/tessera-convert" reshard --input "$work/imported" --output "$work/tp1" &&
-  run export "$bin/tessera-convert" export-hf --input "$work/tp1" --output "$work/hf-export" &&
-  run fixture_logits python3 - "$work/hf-export" "$hf/expected.safetensors" <<'PY'
-import sys, torch, transformers
+# --- 1. each family's fixture: round trip, then transformers' outputs
+# The model class comes from the exported config.json's architectures; every input.* tensor of
+# expected.safetensors is fed, every output.* compared (at positions whose attention_mask is 1).
+for family in $FAMILIES; do
+  fixture=$fixtures/hf/$family
+  [ -f "$fixture/hf/model.safetensors" ] || { log "FAIL fixture missing: $fixture/hf"; status=1; continue; }
+  read -r layers heads groups < <(python3 -c "
+import json; c = json.load(open('$fixture/hf/config.json'))
+heads = c.get('n_head') or c.get('num_attention_heads') or c.get('num_heads')
+print(c.get('n_layer') or c.get('num_hidden_layers') or c.get('num_layers'), heads, c.get('num_key_value_heads') or heads)")
+  tp=1; [ $((heads % 2)) -eq 0 ] && [ $((groups % 2)) -eq 0 ] && tp=2
+  pp=1; [ $((layers % 2)) -eq 0 ] && [ "$family" != t5 ] && pp=2  # T5 has no pipeline split (docs/t5.md)
+  log "$family: $layers layers, $heads heads -> import at TP=$tp x PP=$pp"
+  run "$family-import" "$bin/tessera-convert" import-hf --input "$fixture/hf" --output "$work/$family-imported" \
+    --tensor-model-parallel-size $tp --pipeline-model-parallel-size $pp &&
+    run "$family-reshard" "$bin/tessera-convert" reshard --input "$work/$family-imported" --output "$work/$family-tp1" &&
+    run "$family-export" "$bin/tessera-convert" export-hf --input "$work/$family-tp1" --output "$work/$family-export" &&
+    run "$family-outputs" python3 - "$work/$family-export" "$fixture/expected.safetensors" "$family" <<'PY'
+import json, sys, torch, transformers
 from safetensors.torch import load_file
-model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32).eval()
-e = load_file(sys.argv[2])
+folder, expected, family = sys.argv[1:4]
+architecture = json.load(open(f"{folder}/config.json"))["architectures"][0]
+model = getattr(transformers, architecture).from_pretrained(folder, dtype=torch.float32).eval()
+e = load_file(expected)
+inputs = {k[len("input."):]: v for k, v in e.items() if k.startswith("input.")}
 with torch.no_grad():
-    logits = model(input_ids=e["input.input_ids"], attention_mask=e["input.attention_mask"]).logits
-real = e["input.attention_mask"].bool()
-diff = (logits - e["output.logits"]).abs()[real].max().item()
-print(f"fixture logits: max |exported - HF expected| = {diff:.3e} over {int(real.sum())} positions (limit 1e-4)")
-sys.exit(0 if diff <= 1e-4 else 1)
+    out = model(**inputs)
+mask = inputs.get("attention_mask")
+worst = 0.0
+for key in sorted(k for k in e if k.startswith("output.")):
+    name = key[len("output."):]
+    got, want = getattr(out, name), e[key]
+    diff = (got - want).abs()
+    if mask is not None and diff.dim() >= 2 and diff.shape[:2] == mask.shape:
+        diff = diff[mask.bool()]
+    worst = max(worst, diff.max().item())
+    print(f"{family} {architecture} {name}: max |exported - HF expected| = {diff.max().item():.3e}")
+print(f"{family} fixture outputs: max |exported - HF expected| = {worst:.3e} (limit 1e-4)")
+sys.exit(0 if worst <= 1e-4 else 1)
 PY
-grep -h "fixture logits" "$work/fixture_logits.log" >>"$summary"
+  grep -h "fixture outputs" "$work/$family-outputs.log" >>"$summary"
+done
 
 # --- 2. a checkpoint trained at TP=2 x PP=2 for 20 iterations
 cat >"$work/train.toml" <<'TOML'
