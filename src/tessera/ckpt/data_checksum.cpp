@@ -1,14 +1,43 @@
 #include "tessera/ckpt/data_checksum.h"
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "tessera/core/error.h"
 
 namespace tessera::ckpt {
 
 namespace {
+
 constexpr uint64_t kPrime = 0x100000001b3ull, kBasis = 0xcbf29ce484222325ull;
+
+// Eight named chains the compiler keeps in registers (an array round-trips through the stack and
+// halves the rate); one word per lane per round.
+void lane_rounds_scalar(uint64_t lane_io[8], const unsigned char* p, size_t rounds) {
+  uint64_t l0 = lane_io[0], l1 = lane_io[1], l2 = lane_io[2], l3 = lane_io[3];
+  uint64_t l4 = lane_io[4], l5 = lane_io[5], l6 = lane_io[6], l7 = lane_io[7];
+  auto word = [](const unsigned char* at) {
+    uint64_t w;
+    std::memcpy(&w, at, sizeof w);
+    return w;
+  };
+  for (size_t i = 0; i < rounds; ++i) {
+    const unsigned char* q = p + i * LaneChecksum::kStripe;
+    l0 = (l0 ^ word(q)) * kPrime;
+    l1 = (l1 ^ word(q + 8)) * kPrime;
+    l2 = (l2 ^ word(q + 16)) * kPrime;
+    l3 = (l3 ^ word(q + 24)) * kPrime;
+    l4 = (l4 ^ word(q + 32)) * kPrime;
+    l5 = (l5 ^ word(q + 40)) * kPrime;
+    l6 = (l6 ^ word(q + 48)) * kPrime;
+    l7 = (l7 ^ word(q + 56)) * kPrime;
+  }
+  const uint64_t lanes[8] = {l0, l1, l2, l3, l4, l5, l6, l7};
+  std::memcpy(lane_io, lanes, sizeof lanes);
 }
+
+}  // namespace
 
 uint64_t data_checksum(const void* data, size_t bytes) {
   uint64_t hash = kBasis;
@@ -31,28 +60,7 @@ void LaneChecksum::update(const void* data, size_t bytes) {
   TESSERA_CHECK(!has_tail_, "LaneChecksum::update after a piece that was not a multiple of ", kStripe, " bytes");
   const auto* p = static_cast<const unsigned char*>(data);
   const size_t rounds = bytes / kStripe;
-  // Eight named chains the compiler keeps in registers (an array round-trips through the stack and
-  // halves the rate); one word per lane per round.
-  uint64_t l0 = lane_[0], l1 = lane_[1], l2 = lane_[2], l3 = lane_[3];
-  uint64_t l4 = lane_[4], l5 = lane_[5], l6 = lane_[6], l7 = lane_[7];
-  auto word = [](const unsigned char* at) {
-    uint64_t w;
-    std::memcpy(&w, at, sizeof w);
-    return w;
-  };
-  for (size_t i = 0; i < rounds; ++i) {
-    const unsigned char* q = p + i * kStripe;
-    l0 = (l0 ^ word(q)) * kPrime;
-    l1 = (l1 ^ word(q + 8)) * kPrime;
-    l2 = (l2 ^ word(q + 16)) * kPrime;
-    l3 = (l3 ^ word(q + 24)) * kPrime;
-    l4 = (l4 ^ word(q + 32)) * kPrime;
-    l5 = (l5 ^ word(q + 40)) * kPrime;
-    l6 = (l6 ^ word(q + 48)) * kPrime;
-    l7 = (l7 ^ word(q + 56)) * kPrime;
-  }
-  const uint64_t lanes[kLanes] = {l0, l1, l2, l3, l4, l5, l6, l7};
-  std::memcpy(lane_, lanes, sizeof lanes);
+  lane_rounds_scalar(lane_, p, rounds);
   const size_t done = rounds * kStripe;
   bytes_ += bytes;
   if (done < bytes) {
@@ -72,6 +80,24 @@ uint64_t data_checksum_lanes(const void* data, size_t bytes) {
   LaneChecksum sum;
   sum.update(data, bytes);
   return sum.finish();
+}
+
+size_t checksum_blocks(size_t bytes) { return (bytes + kChecksumBlockBytes - 1) / kChecksumBlockBytes; }
+
+uint64_t fold_block_checksums(const uint64_t* block_sums, size_t blocks, size_t bytes) {
+  std::vector<uint64_t> words(block_sums, block_sums + blocks);
+  words.push_back(static_cast<uint64_t>(bytes));
+  return data_checksum(words.data(), words.size() * sizeof(uint64_t));
+}
+
+uint64_t data_checksum_blocks(const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::vector<uint64_t> sums(checksum_blocks(bytes));
+  for (size_t b = 0; b < sums.size(); ++b) {
+    const size_t begin = b * kChecksumBlockBytes;
+    sums[b] = data_checksum_lanes(p + begin, std::min(kChecksumBlockBytes, bytes - begin));
+  }
+  return fold_block_checksums(sums.data(), sums.size(), bytes);
 }
 
 }  // namespace tessera::ckpt

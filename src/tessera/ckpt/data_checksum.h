@@ -7,6 +7,9 @@
 // the lane values then folded by FNV-1a with the tail and the byte count: eight independent chains
 // run at memory speed. LaneChecksum takes the bytes in pieces (every piece but the last a multiple of
 // 64 bytes), so a reader can checksum each chunk while it is still in cache.
+// data_checksum_blocks (the "checksum8" attribute): data_checksum_lanes of each 1 MiB block (the last
+// one shorter), then data_checksum over the block values and the byte count as 8-byte words. Blocks
+// are independent, so several threads can read and verify one large tensor at once.
 #include <cstddef>
 #include <cstdint>
 
@@ -31,5 +34,10 @@ class LaneChecksum {
 };
 
 uint64_t data_checksum_lanes(const void* data, size_t bytes);
+
+constexpr size_t kChecksumBlockBytes = size_t{1} << 20;
+size_t checksum_blocks(size_t bytes);  // blocks of kChecksumBlockBytes, the last one shorter
+uint64_t fold_block_checksums(const uint64_t* block_sums, size_t blocks, size_t bytes);
+uint64_t data_checksum_blocks(const void* data, size_t bytes);
 
 }  // namespace tessera::ckpt

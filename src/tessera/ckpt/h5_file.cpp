@@ -215,7 +215,7 @@ void h5_write_tensor(hid_t parent, const std::string& name, const Tensor& device
     TESSERA_H5_CHECK(H5Dwrite(dataset.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.data()), "dataset ", name);
   h5_set_attr(dataset.get(), "dtype", std::string(dtype_name(tensor.dtype())));
   const uint64_t checksum =
-      data_checksum_lanes(tensor.data(), static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype()));
+      data_checksum_blocks(tensor.data(), static_cast<size_t>(tensor.numel()) * dtype_size(tensor.dtype()));
   h5_set_attr(dataset.get(), "checksum8", static_cast<int64_t>(checksum));
 }
 
@@ -223,7 +223,7 @@ void h5_verify_checksum(hid_t dataset, const void* data, size_t bytes) {
   const bool lanes = h5_has_attr(dataset, "checksum8");
   if (!lanes && !h5_has_attr(dataset, "checksum")) return;  // written before checksums existed
   const uint64_t stored = static_cast<uint64_t>(h5_attr_int(dataset, lanes ? "checksum8" : "checksum"));
-  const uint64_t actual = lanes ? data_checksum_lanes(data, bytes) : data_checksum(data, bytes);
+  const uint64_t actual = lanes ? data_checksum_blocks(data, bytes) : data_checksum(data, bytes);
   if (stored != actual)
     TESSERA_FAIL("the data does not match its checksum (stored ", stored, ", computed ", actual,
                  "): the file was modified or damaged after it was written");

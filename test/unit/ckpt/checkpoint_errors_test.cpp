@@ -144,6 +144,59 @@ TEST(DataChecksumLanes, PiecesGiveTheOneShotValueAndTheStoredFormatIsUnchanged) 
   EXPECT_THROW(uneven.update(bytes.data() + 100, 64), Error);
 }
 
+TEST(DataChecksumBlocks, StoredFormatValuesAndEveryBlockCounts) {
+  std::vector<unsigned char> bytes((size_t{1} << 21) + 1003);  // two full 1 MiB blocks and a short one
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>((i * 131 + 7) % 251);
+  // "checksum8" as files store it (an independent Python rendering of data_checksum.h's definition).
+  EXPECT_EQ(ckpt::data_checksum_blocks(bytes.data(), bytes.size()), 0xaaff5698a8012b99ull);
+  EXPECT_EQ(ckpt::data_checksum_blocks(bytes.data(), 1003), 0x37b8fc4a6ef9354cull);
+  EXPECT_EQ(ckpt::data_checksum_blocks(bytes.data(), 0), 0xaf63bd4c8601b7dfull);
+  const uint64_t base = ckpt::data_checksum_blocks(bytes.data(), bytes.size());
+  for (size_t at : {size_t{5}, (size_t{1} << 20) + 9, bytes.size() - 1}) {  // a byte in each block
+    bytes[at] ^= 0x01;
+    EXPECT_NE(ckpt::data_checksum_blocks(bytes.data(), bytes.size()), base) << "byte " << at;
+    bytes[at] ^= 0x01;
+  }
+  std::vector<unsigned char> swapped = bytes;  // the same blocks in another order differ
+  std::swap_ranges(swapped.begin(), swapped.begin() + (1 << 20), swapped.begin() + (1 << 20));
+  EXPECT_NE(ckpt::data_checksum_blocks(swapped.data(), swapped.size()), base);
+}
+
+TEST(CheckpointLoad, LargeTensorsReadOnSeveralThreadsLoadAndAFlippedByteIsFound) {
+  // A 16-wide vocabulary of 65536 rows: the embedding (4.2 MB) spans blocks enough for the threaded
+  // reader; it loads, and a flipped byte deep inside it (in the second thread's run) is found. (That
+  // loaded tensors equal the saved ones is what the exact-resume tests check, bitwise.)
+  fs::path dir = fs::temp_directory_path() / ("tessera_threaded_read_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  train::Config c = config(2, {"data.vocab_size=65536", "checkpoint.save=" + dir.string(), "checkpoint.save_interval=1"});
+  train::Trainer(c, Device::cpu()).train();
+  fs::path shard = dir / "iter_0000002" / "mp_rank_00_000.h5";
+  ASSERT_TRUE(fs::exists(shard));
+  train::Config resume = config(4, {"data.vocab_size=65536", "checkpoint.load=" + dir.string()});
+  EXPECT_NO_THROW(train::Trainer(resume, Device::cpu()));
+  {
+    ckpt::H5Id file = ckpt::h5_open_file_read(shard.string());
+    ckpt::H5Id dataset(H5Dopen2(file.get(), "/model/embedding.word_embeddings.weight", H5P_DEFAULT));
+    ASSERT_GE(dataset.get(), 0);
+    const int64_t at = static_cast<int64_t>(H5Dget_offset(dataset.get())) + (int64_t{3} << 20);  // block 3 of 5: the second thread's
+    file.reset();
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(at);
+    char byte = 0;
+    f.read(&byte, 1);
+    byte = static_cast<char>(byte ^ 0x04);
+    f.seekp(at);
+    f.write(&byte, 1);
+  }
+  try {
+    train::Trainer trainer(resume, Device::cpu());
+    ADD_FAILURE() << "a flipped byte inside the embedding was not found";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("does not match its checksum"), std::string::npos) << e.message();
+  }
+  fs::remove_all(dir);
+}
+
 TEST_F(DamagedCheckpoint, TruncatedShardFile) {
   fs::resize_file(shard_, fs::file_size(shard_) / 2);
   std::string message = load_error();
