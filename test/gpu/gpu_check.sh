@@ -6,7 +6,7 @@
 # deterministic (default: all but dp, convert, generate, asyncsave, recompute, llama, bert and deterministic;
 # deterministic = gpu_deterministic_parity_test, the op parity suites with TESSERA_TEST_DETERMINISTIC=1
 # and deterministic_check.sh, OUT/deterministic_summary.txt; llama = llama_gpu_check.sh; bert = bert_gpu_check.sh;
-# asyncsave = async_save_step_time.sh; recompute =
+# asyncsave = async_save_step_time.sh and async_save_kill_check.sh; recompute =
 # recompute_check.sh, OUT/recompute_summary.txt; convert = convert_hf_check.sh; dp = the 124M DP=2 scaling pair; generate = generate_bench.sh:
 # generation parity and decode speed vs transformers, shared files from TESSERA_DATA_DIR, e.g. a bundle
 # made with -d ../shared/fixtures -d ../shared/bench). Results: OUT/summary.txt (exit code
@@ -72,6 +72,8 @@ fi
 # the others) and async == sync checkpoints (h5diff: bundle /usr/bin/h5diff into BUNDLE_BIN).
 [[ $what == *" asyncsave "* ]] && step async_save_step_time "$src/test/gpu/async_save_step_time.sh" "$bin" "$src" \
   "$out/async_save"
+[[ $what == *" asyncsave "* ]] && step async_save_kill "$src/test/gpu/async_save_kill_check.sh" "$bin" "$src" \
+  "$out/async_kill"
 cfg=$src/share/configs/bench
 if [[ $what == *" dp "* ]] && [ "$gpus" -ge 2 ]; then
   bench bench_124m_1gpu 1 --config "$cfg/gpt2-124m.toml"

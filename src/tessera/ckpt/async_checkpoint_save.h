@@ -1,7 +1,8 @@
-// Asynchronous checkpoint save (Megatron's --async-save): start() issues the copies of this rank's
-// tensors to a host snapshot (runtime/snapshot_staging.h: reused pinned buffers, a copy stream of
-// their own on a GPU) and prepares the save (collective), then a background thread waits for the
-// copies and writes the files into the temporary folder while training continues. The trainer
+// Asynchronous checkpoint save (Megatron's --async-save): start() takes a snapshot of this rank's
+// tensors (runtime/snapshot_staging.h: reused buffers; on a GPU device staging copied on a copy
+// stream of its own, then moved to pinned host buffers by the writer) and prepares the save
+// (collective), then a background thread brings the snapshot to the host and writes the files into
+// the temporary folder while training continues. The trainer
 // calls order_before_update() before its next optimizer step, so that step's writes to the
 // parameters and optimizer state wait for the copies on the GPU (the forward/backward before it
 // overlaps them). try_finish(), called by every rank once per

@@ -289,7 +289,8 @@ std::vector<float> SafetensorsFile::read_as_f32(std::string_view name) const {
   std::vector<float> out(n);
   // memcpy per element: the data section need not be aligned (header lengths are not always 8k).
   if (t.dtype == "F32") {
-    std::memcpy(out.data(), bytes.data(), n * sizeof(float));
+    // An empty tensor: out.data() may be null, and memcpy's pointers must not be, even for 0 bytes.
+    if (n != 0) std::memcpy(out.data(), bytes.data(), n * sizeof(float));
   } else if (t.dtype == "F64") {
     for (size_t i = 0; i < n; ++i) {
       double v;
