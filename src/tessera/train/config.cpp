@@ -232,8 +232,24 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   for (const auto& spec : config_schema())
     values[std::string(spec.section) + "." + std::string(spec.key)] = spec.default_value;
   values["training.precision"] = std::string();  // unset, told apart from an explicit "bf16"
+  // Keys whose default depends on model.architecture start unset (told apart from an explicit value):
+  // t5 defaults to relative positions, rmsnorm, relu and no biases, the others to the schema's.
+  const std::vector<std::pair<std::string, ConfigValue>> t5_defaults = {
+      {"model.position_embedding_type", std::string("relative")},
+      {"model.normalization", std::string("rmsnorm")},
+      {"model.activation", std::string("relu")},
+      {"model.add_bias_linear", false}};
+  const std::string unset = "\x01unset";
+  for (const auto& entry : t5_defaults) values[entry.first] = unset;
   if (!path.empty()) read_file(path, values);
   for (const auto& text : overrides) apply_override(text, values);
+  const bool is_t5 = std::get<std::string>(values.at("model.architecture")) == "t5";
+  for (const auto& [key, t5_value] : t5_defaults) {
+    const auto* v = std::get_if<std::string>(&values.at(key));
+    if (!v || *v != unset) continue;
+    const auto dot = key.find('.');
+    values[key] = is_t5 ? t5_value : find_key(key.substr(0, dot), key.substr(dot + 1))->default_value;
+  }
   const bool precision_defaulted = std::get<std::string>(values.at("training.precision")).empty();
   if (precision_defaulted) values["training.precision"] = find_key("training", "precision")->default_value;
   const ConfigOrigin src(path, overrides);
@@ -249,6 +265,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   m.seq_length = get<int64_t>(values, "model.seq_length");
   m.max_position_embeddings = get<int64_t>(values, "model.max_position_embeddings");
   m.decoder_seq_length = get<int64_t>(values, "model.decoder_seq_length");
+  m.num_decoder_layers = get<int64_t>(values, "model.num_decoder_layers");
+  m.kv_channels = get<int64_t>(values, "model.kv_channels");
+  m.relative_attention_num_buckets = get<int64_t>(values, "model.relative_attention_num_buckets");
+  m.relative_attention_max_distance = get<int64_t>(values, "model.relative_attention_max_distance");
   m.position_embedding_type = get<std::string>(values, "model.position_embedding_type");
   m.normalization = get<std::string>(values, "model.normalization");
   m.activation = get<std::string>(values, "model.activation");
