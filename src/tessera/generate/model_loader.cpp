@@ -102,9 +102,13 @@ void build_model(GenerationSetup& x, int64_t vocab) {
                                                   x.context->pp_rank());
   x.model = models::model_family(x.config.model.architecture).build(build);
   x.gpt = dynamic_cast<models::GPTModel*>(x.model.get());
-  if (!x.gpt)
+  x.t5 = dynamic_cast<models::T5Model*>(x.model.get());
+  if (x.t5 && model_parallel != 1)
+    TESSERA_CONFIG_FAIL("tessera-generate runs model.architecture = t5 on one rank (tensor and pipeline parallel ",
+                        "size 1), got TP x PP = ", model_parallel);
+  if (!x.gpt && !x.t5)
     TESSERA_CONFIG_FAIL("model.architecture = ", x.config.model.architecture,
-                        " has no generation support yet in tessera-generate (gpt has)");
+                        " has no generation support yet in tessera-generate (gpt and t5 have)");
 }
 }  // namespace
 
