@@ -344,6 +344,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   d.eod_mask_loss = get<bool>(values, "data.eod_mask_loss");
   d.reset_position_ids = get<bool>(values, "data.reset_position_ids");
   d.reset_attention_mask = get<bool>(values, "data.reset_attention_mask");
+  d.tokenizer_model = resolve_path(get<std::string>(values, "data.tokenizer_model"), config_dir);
+  d.vocab_extra_ids = get<int64_t>(values, "data.vocab_extra_ids");
+  if (d.vocab_extra_ids < 0) d.vocab_extra_ids = m.architecture == "t5" ? 100 : 0;
+  d.mask_prob = get<double>(values, "data.mask_prob");
+  d.short_seq_prob = get<double>(values, "data.short_seq_prob");
 
   auto& c = config.checkpoint;
   c.save = get<std::string>(values, "checkpoint.save");
@@ -442,6 +447,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
       }
     }
   }
+  require(d.mask_prob > 0 && d.mask_prob < 1, src, "data.mask_prob = " + std::to_string(d.mask_prob) + " must be in (0, 1)");
+  require(d.short_seq_prob >= 0 && d.short_seq_prob <= 1, src,
+          "data.short_seq_prob = " + std::to_string(d.short_seq_prob) + " must be in [0, 1]");
+  require(d.vocab_extra_ids >= 0, src, "data.vocab_extra_ids must be >= 0 (or -1: the architecture's default)");
   if (d.tokenizer_type == "GPT2BPETokenizer" && !d.mock_data) {
     require(!d.vocab_file.empty() && fs::exists(d.vocab_file), src,
             "data.vocab_file '" + d.vocab_file + "' does not exist (GPT2BPETokenizer needs vocab.json)");

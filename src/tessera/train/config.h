@@ -44,6 +44,9 @@ struct DataConfig {
   int64_t vocab_size;
   std::string data_cache_path;
   bool eod_mask_loss, reset_position_ids, reset_attention_mask;  // Megatron's end-of-document options (data/document_masks.h)
+  std::string tokenizer_model;          // SentencePieceTokenizer's model file
+  int64_t vocab_extra_ids = -1;         // sentinels (the key's -1 resolves to 100 for t5, else 0)
+  double mask_prob = 0.15, short_seq_prob = 0.1;  // bert / t5 datasets
 };
 
 struct CheckpointConfig {
