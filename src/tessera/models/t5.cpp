@@ -89,7 +89,11 @@ T5Model::T5Model(const TransformerConfig& config, int64_t vocab_size, DType dtyp
   layout_.num_layers = config.num_layers;
   padded_vocab_ = models::padded_vocab_size(vocab_size, config.make_vocab_size_divisible_by, tp.size);
   tied_ = !config.untie_embeddings_and_output_weights;
-  const double std = config.init_method_std;
+  // HF's T5 initialisation (initializer_factor 1; model.init_method_std is not used): the shared
+  // embedding and an untied lm_head ~ N(0, 1), the relative bias ~ N(0, d_model^-1/2), the layers as
+  // nn/t5_attention.h and nn/t5_mlp.h say. (With std 0.02 the d_model^-0.5 scaled logits start near
+  // zero and the loss hardly moves.)
+  const double std = 1.0, bias_std = 1.0 / std::sqrt(static_cast<double>(config.hidden_size));
   const int64_t decoder_layers = config.num_decoder_layers > 0 ? config.num_decoder_layers : config.num_layers;
   const int64_t kv = config.kv_channels > 0 ? config.kv_channels : config.hidden_size / config.num_attention_heads;
   const int64_t ffn = config.ffn_hidden_size > 0 ? config.ffn_hidden_size : 4 * config.hidden_size;
@@ -102,8 +106,7 @@ T5Model::T5Model(const TransformerConfig& config, int64_t vocab_size, DType dtyp
                          config.hidden_dropout,
                          config.attention_dropout,
                          config.layernorm_epsilon,
-                         std,
-                         std / std::sqrt(2.0 * static_cast<double>(config.num_layers + decoder_layers))};
+                         1.0};
   const bool sp = tp.sequence_parallel;
   embedding_ = std::make_unique<nn::GPTEmbedding>(store_, padded_vocab_, 0, config.hidden_size, std,
                                                   config.hidden_dropout, tp);
@@ -113,7 +116,7 @@ T5Model::T5Model(const TransformerConfig& config, int64_t vocab_size, DType dtyp
   }
   encoder_bias_ = std::make_unique<nn::RelativePositionBias>(
       store_, "encoder.relative_attention_bias", config.relative_attention_num_buckets,
-      config.relative_attention_max_distance, config.num_attention_heads, true, std, tp);
+      config.relative_attention_max_distance, config.num_attention_heads, true, bias_std, tp);
   encoder_layers_.reserve(static_cast<size_t>(config.num_layers));
   for (int64_t i = 0; i < config.num_layers; ++i)
     encoder_layers_.emplace_back(store_, "encoder.layers." + std::to_string(i), shape, tp);
@@ -121,7 +124,7 @@ T5Model::T5Model(const TransformerConfig& config, int64_t vocab_size, DType dtyp
                                               config.layernorm_epsilon, nn::NormKind::rmsnorm, sp);
   decoder_bias_ = std::make_unique<nn::RelativePositionBias>(
       store_, "decoder.relative_attention_bias", config.relative_attention_num_buckets,
-      config.relative_attention_max_distance, config.num_attention_heads, false, std, tp);
+      config.relative_attention_max_distance, config.num_attention_heads, false, bias_std, tp);
   shape.decoder = true;
   decoder_layers_.reserve(static_cast<size_t>(decoder_layers));
   for (int64_t i = 0; i < decoder_layers; ++i)

@@ -1,21 +1,32 @@
 #include "tessera/nn/t5_attention.h"
 
+#include <cmath>
+
 #include "tessera/core/error.h"
 #include "tessera/ops/elementwise.h"
 
 namespace tessera::nn {
 
+namespace {
+double inverse_sqrt(int64_t n) { return 1.0 / std::sqrt(static_cast<double>(n)); }
+}  // namespace
+
+// HF's T5 initialisation (initializer_factor f): q ~ N(0, f (d_model d_kv)^-1/2) (the 1/sqrt(d_kv) the
+// scores lack), k, v ~ N(0, f d_model^-1/2), o ~ N(0, f (heads d_kv)^-1/2).
 T5Attention::T5Attention(ParameterStore& store, const std::string& name, const T5AttentionShape& shape,
-                         double init_std, double output_init_std, const parallel::TensorParallel& tp)
+                         double init_factor, const parallel::TensorParallel& tp)
     : name_(name),
       shape_(shape),
       tp_(tp),
       local_heads_(shape.num_heads / tp.size),
-      q_(store, name + ".linear_q", shape.hidden_size, shape.num_heads * shape.kv_channels, false, init_std, tp),
-      k_(store, name + ".linear_k", shape.hidden_size, shape.num_heads * shape.kv_channels, false, init_std, tp),
-      v_(store, name + ".linear_v", shape.hidden_size, shape.num_heads * shape.kv_channels, false, init_std, tp),
+      q_(store, name + ".linear_q", shape.hidden_size, shape.num_heads * shape.kv_channels, false,
+         init_factor * inverse_sqrt(shape.hidden_size * shape.kv_channels), tp),
+      k_(store, name + ".linear_k", shape.hidden_size, shape.num_heads * shape.kv_channels, false,
+         init_factor * inverse_sqrt(shape.hidden_size), tp),
+      v_(store, name + ".linear_v", shape.hidden_size, shape.num_heads * shape.kv_channels, false,
+         init_factor * inverse_sqrt(shape.hidden_size), tp),
       proj_(store, name + ".linear_proj", shape.num_heads * shape.kv_channels, shape.hidden_size, false,
-            output_init_std, tp) {
+            init_factor * inverse_sqrt(shape.num_heads * shape.kv_channels), tp) {
   TESSERA_CHECK(shape.num_heads % tp.size == 0, name, ": ", shape.num_heads, " heads do not split over TP = ", tp.size);
 }
 

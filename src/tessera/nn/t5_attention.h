@@ -29,8 +29,9 @@ class T5Attention {
     Tensor q, k, v, probs, context;
     Tensor key_padding_mask;   // u8 [b, sk] or undefined
   };
-  T5Attention(ParameterStore& store, const std::string& name, const T5AttentionShape& shape, double init_std,
-              double output_init_std, const parallel::TensorParallel& tp = {});
+  // Weights drawn as HF's T5 draws them, scaled by init_factor (HF's initializer_factor).
+  T5Attention(ParameterStore& store, const std::string& name, const T5AttentionShape& shape, double init_factor,
+              const parallel::TensorParallel& tp = {});
   // x [sq*b, h] (this rank's rows under SP); memory: cross-attention's encoder output [sk*b, h] (self:
   // ignored, keys come from x and sk = sq); bias [nh/tp, sq, sk] or undefined; key_padding_mask u8
   // [b, sk] or undefined (kept alive until backward). Returns [sq*b, h] (SP: this rank's rows).

@@ -32,19 +32,18 @@ T5Layer::T5Layer(ParameterStore& store, const std::string& name, const T5LayerSh
       tp_(tp),
       ln1_(store, name + ".input_layernorm", shape.hidden_size, shape.layernorm_epsilon, NormKind::rmsnorm,
            tp.sequence_parallel),
-      self_(store, name + ".self_attention", attention_shape(shape, false), shape.init_std, shape.output_init_std, tp),
+      self_(store, name + ".self_attention", attention_shape(shape, false), shape.init_factor, tp),
       ln_cross_(shape.decoder ? std::optional<Norm>(std::in_place, store, name + ".pre_cross_attn_layernorm",
                                                     shape.hidden_size, shape.layernorm_epsilon, NormKind::rmsnorm,
                                                     tp.sequence_parallel)
                               : std::nullopt),
       cross_(shape.decoder ? std::optional<T5Attention>(std::in_place, store, name + ".cross_attention",
-                                                        attention_shape(shape, true), shape.init_std,
-                                                        shape.output_init_std, tp)
+                                                        attention_shape(shape, true), shape.init_factor, tp)
                            : std::nullopt),
       ln2_(store, name + ".pre_mlp_layernorm", shape.hidden_size, shape.layernorm_epsilon, NormKind::rmsnorm,
            tp.sequence_parallel),
       mlp_(store, name + ".mlp", shape.hidden_size, shape.ffn_hidden_size, shape.gated, shape.hidden_dropout,
-           shape.init_std, shape.output_init_std, tp) {}
+           shape.init_factor, tp) {}
 
 Tensor T5Layer::forward(Arena& arena, const Tensor& x, int64_t seq, int64_t batch, const Tensor& bias,
                         const Tensor& padding, const Tensor& memory, int64_t memory_seq, const Tensor& memory_padding,

@@ -19,7 +19,8 @@ struct T5LayerShape {
   int64_t hidden_size, num_heads, kv_channels, ffn_hidden_size;
   bool decoder = false;
   bool gated = false;  // gated-gelu feed-forward (else relu)
-  double hidden_dropout, attention_dropout, layernorm_epsilon, init_std, output_init_std;
+  double hidden_dropout, attention_dropout, layernorm_epsilon;
+  double init_factor = 1.0;  // HF's initializer_factor (nn/t5_attention.h, nn/t5_mlp.h)
 };
 
 class T5Layer {

@@ -1,5 +1,7 @@
 #include "tessera/nn/t5_mlp.h"
 
+#include <cmath>
+
 #include "tessera/ops/activation.h"
 #include "tessera/ops/dropout.h"
 #include "tessera/ops/swiglu.h"
@@ -7,13 +9,15 @@
 namespace tessera::nn {
 
 T5Mlp::T5Mlp(ParameterStore& store, const std::string& name, int64_t hidden, int64_t ffn_hidden, bool gated,
-             double dropout, double init_std, double output_init_std, const parallel::TensorParallel& tp)
+             double dropout, double init_factor, const parallel::TensorParallel& tp)
     : name_(name),
       gated_(gated),
       dropout_(dropout),
       tp_(tp),
-      fc1_(store, name + ".linear_fc1", hidden, gated ? 2 * ffn_hidden : ffn_hidden, false, init_std, tp),
-      fc2_(store, name + ".linear_fc2", ffn_hidden, hidden, false, output_init_std, tp) {}
+      fc1_(store, name + ".linear_fc1", hidden, gated ? 2 * ffn_hidden : ffn_hidden, false,
+           init_factor / std::sqrt(static_cast<double>(hidden)), tp),
+      fc2_(store, name + ".linear_fc2", ffn_hidden, hidden, false,
+           init_factor / std::sqrt(static_cast<double>(ffn_hidden)), tp) {}
 
 Tensor T5Mlp::forward(Arena& arena, const Tensor& in, const DropoutContext& dropout, Saved& saved) const {
   saved.fc1 = fc1_.forward(arena, in, saved.in);

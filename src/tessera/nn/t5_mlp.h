@@ -17,8 +17,9 @@ class T5Mlp {
   struct Saved {
     Tensor in, fc1, activation;  // activation: fc2's input (after the dropout)
   };
+  // HF's T5 initialisation scaled by init_factor: wi ~ N(0, f hidden^-1/2), wo ~ N(0, f ffn^-1/2).
   T5Mlp(ParameterStore& store, const std::string& name, int64_t hidden, int64_t ffn_hidden, bool gated, double dropout,
-        double init_std, double output_init_std, const parallel::TensorParallel& tp = {});
+        double init_factor, const parallel::TensorParallel& tp = {});
   Tensor forward(Arena& arena, const Tensor& in, const DropoutContext& dropout, Saved& saved) const;
   Tensor backward(Arena& arena, const Tensor& dout, const DropoutContext& dropout, const Saved& saved) const;
 
