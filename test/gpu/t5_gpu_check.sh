@@ -29,7 +29,7 @@ step() {  # name command...
 train_t5_base() {
   local work=$out/train_t5_base
   mkdir -p "$work"
-  timeout 300 "$bin/tessera-train" --set model.architecture=\"t5\" --set data.mock_data=true \
+  timeout 200 "$bin/tessera-train" --set model.architecture=\"t5\" --set data.mock_data=true \
     --set data.vocab_size=32128 --set model.num_layers=12 --set model.num_decoder_layers=12 \
     --set model.hidden_size=768 --set model.num_attention_heads=12 --set model.kv_channels=64 \
     --set model.ffn_hidden_size=3072 --set model.seq_length=512 --set model.decoder_seq_length=128 \
