@@ -225,6 +225,14 @@ void apply_override(const std::string& text, std::map<std::string, ConfigValue>&
   values[section + "." + key] = parse_value_text(spec, raw, where);
 }
 
+std::vector<std::pair<std::string, ConfigValue>> architecture_layer_defaults(const std::string& architecture) {
+  if (architecture != "t5") return {};
+  return {{"model.position_embedding_type", std::string("relative")},
+          {"model.normalization", std::string("rmsnorm")},
+          {"model.activation", std::string("relu")},
+          {"model.add_bias_linear", false}};
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   Config config;
   config.source = path;
@@ -234,21 +242,19 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   values["training.precision"] = std::string();  // unset, told apart from an explicit "bf16"
   // Keys whose default depends on model.architecture start unset (told apart from an explicit value):
   // t5 defaults to relative positions, rmsnorm, relu and no biases, the others to the schema's.
-  const std::vector<std::pair<std::string, ConfigValue>> t5_defaults = {
-      {"model.position_embedding_type", std::string("relative")},
-      {"model.normalization", std::string("rmsnorm")},
-      {"model.activation", std::string("relu")},
-      {"model.add_bias_linear", false}};
   const std::string unset = "\x01unset";
-  for (const auto& entry : t5_defaults) values[entry.first] = unset;
+  for (const auto& entry : architecture_layer_defaults("t5")) values[entry.first] = unset;
   if (!path.empty()) read_file(path, values);
   for (const auto& text : overrides) apply_override(text, values);
-  const bool is_t5 = std::get<std::string>(values.at("model.architecture")) == "t5";
-  for (const auto& [key, t5_value] : t5_defaults) {
+  const auto family = architecture_layer_defaults(std::get<std::string>(values.at("model.architecture")));
+  for (const auto& entry : architecture_layer_defaults("t5")) {
+    const std::string& key = entry.first;
     const auto* v = std::get_if<std::string>(&values.at(key));
     if (!v || *v != unset) continue;
     const auto dot = key.find('.');
-    values[key] = is_t5 ? t5_value : find_key(key.substr(0, dot), key.substr(dot + 1))->default_value;
+    values[key] = find_key(key.substr(0, dot), key.substr(dot + 1))->default_value;
+    for (const auto& [family_key, family_value] : family)
+      if (family_key == key) values[key] = family_value;
   }
   const bool precision_defaulted = std::get<std::string>(values.at("training.precision")).empty();
   if (precision_defaulted) values["training.precision"] = find_key("training", "precision")->default_value;

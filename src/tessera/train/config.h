@@ -86,6 +86,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 ConfigValue parse_value_text(const KeySpec& spec, const std::string& raw, const std::string& where);
 // Applies "table.key=value" to a values map (every key of the schema), as --set does.
 void apply_override(const std::string& text, std::map<std::string, ConfigValue>& values);
+// The [model] keys whose default depends on model.architecture, with that architecture's values
+// (t5: relative positions, rmsnorm, relu, no biases; others: none, the schema defaults apply).
+std::vector<std::pair<std::string, ConfigValue>> architecture_layer_defaults(const std::string& architecture);
 
 // training.precision left unset defaults to bf16 on CUDA and to fp32 on a CPU-only run (bf16 on the
 // CPU is emulated and slow); the Trainer calls this with its device and it says so on the output rank.
