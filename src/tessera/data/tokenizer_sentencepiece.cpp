@@ -14,7 +14,23 @@
 #define TESSERA_SPM_INSTALL_LIBDIR ""
 #endif
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TESSERA_SPM_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TESSERA_SPM_UNDER_ASAN 1
+#endif
+#endif
+
 namespace tessera::data {
+
+bool SentencePieceTokenizer::available_in_this_build() {
+#ifdef TESSERA_SPM_UNDER_ASAN
+  return false;
+#else
+  return true;
+#endif
+}
 
 namespace {
 constexpr const char* kShimName = "libtessera_sentencepiece.so";
@@ -40,6 +56,9 @@ struct SentencePieceTokenizer::Shim {
     static std::weak_ptr<const Shim> cached;
     std::lock_guard<std::mutex> lock(mutex);
     if (auto shim = cached.lock()) return shim;
+    if (!available_in_this_build())
+      TESSERA_CONFIG_FAIL("SentencePieceTokenizer is not available in an AddressSanitizer build: its shim needs ",
+                          "dlopen(RTLD_DEEPBIND), which the sanitizer runtime refuses");
     std::vector<std::string> candidates;
     if (const char* env = std::getenv("TESSERA_SENTENCEPIECE_LIB"); env && *env) candidates.emplace_back(env);
     std::error_code ec;

@@ -11,7 +11,10 @@
 // its own copy of protobuf-lite, whose symbols clash with the protobuf that the TensorBoard writer
 // links (linked directly, or loaded without DEEPBIND, one copy's calls land in the other). The
 // shim is looked up at $TESSERA_SENTENCEPIECE_LIB, then next to the executable (../lib and its own
-// folder), then on the loader's path; a missing shim is a ConfigError saying so.
+// folder), then on the loader's path; a missing shim is a ConfigError saying so. (Without
+// RTLD_DEEPBIND, Debian's libsentencepiece 0.1.97 aborts at load: its bundled protobuf 3.14 code
+// meets the process's libprotobuf 3.21. AddressSanitizer refuses RTLD_DEEPBIND, so sanitized builds
+// have no SentencePieceTokenizer.)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -33,6 +36,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return model_size_ + static_cast<int64_t>(added_.size()); }
   int32_t eod() const override { return eos_; }
   std::string_view type_name() const override { return "SentencePieceTokenizer"; }
+  // False in AddressSanitizer builds (ASan refuses RTLD_DEEPBIND); the constructor then throws.
+  static bool available_in_this_build();
 
   int32_t pad() const { return pad_; }
   int32_t eos() const { return eos_; }
