@@ -31,6 +31,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   SentencePieceTokenizer(const std::string& model_file, int64_t vocab_extra_ids = 0);
   ~SentencePieceTokenizer() override;
 
+  // Sentinels written in the text ("<extra_id_0>") become their ids.
   std::vector<int32_t> tokenize(std::string_view text) const override;
   std::string detokenize(std::span<const int32_t> ids) const override;  // sentinels as "<extra_id_k>"
   int64_t vocab_size() const override { return model_size_ + static_cast<int64_t>(added_.size()); }
@@ -51,6 +52,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   bool continues_word(int32_t id) const;
 
  private:
+  std::vector<int32_t> encode(std::string_view text) const;  // libsentencepiece alone
   struct Shim;
   std::shared_ptr<const Shim> shim_;
   void* model_ = nullptr;
