@@ -162,7 +162,11 @@ case $CASE in
   train_t5_np4)
     # train-t5.sbatch: a T5 config (mock span-corruption data) at TP=2 x DP=2 on 4 ranks, the same
     # losses as mpirun -np 4; a GPT config is refused by train-t5.sbatch and a T5 config by
-    # train-gpt.sbatch (exit 2)
+    # train-gpt.sbatch (exit 2). Skipped while the build has no T5 model (the data side came first).
+    t5_check=$("$BIN/tessera-train" --config "$CONFIGS/tiny-t5.toml" --print-config 2>&1 >/dev/null) || true
+    if [[ $t5_check == *'model.architecture = "t5" is not supported yet'* ]]; then
+      skip "this build has no T5 model yet (model.architecture = \"t5\" is not supported yet)"
+    fi
     args=(--set logging.metrics_file=metrics.jsonl --set parallel.tensor_model_parallel_size=2)
     rc=0
     jid=$(cd "$WORK" && timeout "$JOB_TIMEOUT" sbatch --wait --parsable --chdir="$WORK" --output="$WORK/job-%j.out" \

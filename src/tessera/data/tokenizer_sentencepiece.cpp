@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 
@@ -14,7 +15,23 @@
 #define TESSERA_SPM_INSTALL_LIBDIR ""
 #endif
 
+#if defined(__SANITIZE_ADDRESS__)
+#define TESSERA_SPM_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TESSERA_SPM_UNDER_ASAN 1
+#endif
+#endif
+
 namespace tessera::data {
+
+bool SentencePieceTokenizer::available_in_this_build() {
+#ifdef TESSERA_SPM_UNDER_ASAN
+  return false;
+#else
+  return true;
+#endif
+}
 
 namespace {
 constexpr const char* kShimName = "libtessera_sentencepiece.so";
@@ -40,6 +57,9 @@ struct SentencePieceTokenizer::Shim {
     static std::weak_ptr<const Shim> cached;
     std::lock_guard<std::mutex> lock(mutex);
     if (auto shim = cached.lock()) return shim;
+    if (!available_in_this_build())
+      TESSERA_CONFIG_FAIL("SentencePieceTokenizer is not available in an AddressSanitizer build: its shim needs ",
+                          "dlopen(RTLD_DEEPBIND), which the sanitizer runtime refuses");
     std::vector<std::string> candidates;
     if (const char* env = std::getenv("TESSERA_SENTENCEPIECE_LIB"); env && *env) candidates.emplace_back(env);
     std::error_code ec;
@@ -154,6 +174,26 @@ bool SentencePieceTokenizer::continues_word(int32_t id) const {
 }
 
 std::vector<int32_t> SentencePieceTokenizer::tokenize(std::string_view text) const {
+  // A sentinel written in the text ("<extra_id_3>") is its id, the text around it encoded apart (as
+  // HF's T5Tokenizer and Megatron's SentencePieceTokenizer split on their special tokens).
+  std::vector<int32_t> out;
+  size_t start = 0;
+  for (size_t at = text.find("<extra_id_"); at != std::string_view::npos; at = text.find("<extra_id_", at + 1)) {
+    const size_t close = text.find('>', at);
+    if (close == std::string_view::npos) break;
+    const int32_t id = extra_ids_.empty() ? -1 : token_to_id(std::string(text.substr(at, close + 1 - at)));
+    if (id < 0 || std::find(extra_ids_.begin(), extra_ids_.end(), id) == extra_ids_.end()) continue;
+    const auto before = encode(text.substr(start, at - start));
+    out.insert(out.end(), before.begin(), before.end());
+    out.push_back(id);
+    start = close + 1;
+  }
+  const auto rest = encode(text.substr(start));
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+std::vector<int32_t> SentencePieceTokenizer::encode(std::string_view text) const {
   std::vector<int32_t> ids(text.size() + 16);
   char error[512] = {0};
   int64_t n = shim_->encode(model_, text.data(), text.size(), ids.data(), ids.size(), error, sizeof(error));

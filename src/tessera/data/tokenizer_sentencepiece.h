@@ -11,7 +11,10 @@
 // its own copy of protobuf-lite, whose symbols clash with the protobuf that the TensorBoard writer
 // links (linked directly, or loaded without DEEPBIND, one copy's calls land in the other). The
 // shim is looked up at $TESSERA_SENTENCEPIECE_LIB, then next to the executable (../lib and its own
-// folder), then on the loader's path; a missing shim is a ConfigError saying so.
+// folder), then on the loader's path; a missing shim is a ConfigError saying so. (Without
+// RTLD_DEEPBIND, Debian's libsentencepiece 0.1.97 aborts at load: its bundled protobuf 3.14 code
+// meets the process's libprotobuf 3.21. AddressSanitizer refuses RTLD_DEEPBIND, so sanitized builds
+// have no SentencePieceTokenizer.)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,11 +31,14 @@ class SentencePieceTokenizer final : public Tokenizer {
   SentencePieceTokenizer(const std::string& model_file, int64_t vocab_extra_ids = 0);
   ~SentencePieceTokenizer() override;
 
+  // Sentinels written in the text ("<extra_id_0>") become their ids.
   std::vector<int32_t> tokenize(std::string_view text) const override;
   std::string detokenize(std::span<const int32_t> ids) const override;  // sentinels as "<extra_id_k>"
   int64_t vocab_size() const override { return model_size_ + static_cast<int64_t>(added_.size()); }
   int32_t eod() const override { return eos_; }
   std::string_view type_name() const override { return "SentencePieceTokenizer"; }
+  // False in AddressSanitizer builds (ASan refuses RTLD_DEEPBIND); the constructor then throws.
+  static bool available_in_this_build();
 
   int32_t pad() const { return pad_; }
   int32_t eos() const { return eos_; }
@@ -46,6 +52,7 @@ class SentencePieceTokenizer final : public Tokenizer {
   bool continues_word(int32_t id) const;
 
  private:
+  std::vector<int32_t> encode(std::string_view text) const;  // libsentencepiece alone
   struct Shim;
   std::shared_ptr<const Shim> shim_;
   void* model_ = nullptr;

@@ -457,6 +457,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   require(d.short_seq_prob >= 0 && d.short_seq_prob <= 1, src,
           "data.short_seq_prob = " + std::to_string(d.short_seq_prob) + " must be in [0, 1]");
   require(d.vocab_extra_ids >= 0, src, "data.vocab_extra_ids must be >= 0 (or -1: the architecture's default)");
+  if (d.tokenizer_type == "SentencePieceTokenizer" && !d.mock_data)
+    require(!d.tokenizer_model.empty() && fs::exists(d.tokenizer_model), src,
+            "data.tokenizer_model '" + d.tokenizer_model + "' does not exist (SentencePieceTokenizer needs the .model file)");
   if (d.tokenizer_type == "GPT2BPETokenizer" && !d.mock_data) {
     require(!d.vocab_file.empty() && fs::exists(d.vocab_file), src,
             "data.vocab_file '" + d.vocab_file + "' does not exist (GPT2BPETokenizer needs vocab.json)");

@@ -15,7 +15,12 @@ namespace {
 
 std::string model_path() { return (test::source_dir() / "share/tokenizers/t5-austen/spiece.model").string(); }
 
+#define SKIP_UNDER_ASAN()                                                                         \
+  if (!SentencePieceTokenizer::available_in_this_build())                                         \
+  GTEST_SKIP() << "AddressSanitizer build: the SentencePiece shim needs RTLD_DEEPBIND"
+
 TEST(SentencePieceTokenizer, EncodesAsTheReferenceAndHfT5) {
+  SKIP_UNDER_ASAN();
   SentencePieceTokenizer tok(model_path(), 100);
   const std::string text =
       "It is a truth universally acknowledged, that a single man in possession of a good fortune, must be in want of a "
@@ -38,6 +43,7 @@ TEST(SentencePieceTokenizer, EncodesAsTheReferenceAndHfT5) {
 }
 
 TEST(SentencePieceTokenizer, SentinelsFollowHfT5) {
+  SKIP_UNDER_ASAN();
   SentencePieceTokenizer tok(model_path(), 100);
   ASSERT_EQ(tok.vocab_size(), 1100);
   const auto& extra = tok.additional_special_token_ids();
@@ -46,6 +52,14 @@ TEST(SentencePieceTokenizer, SentinelsFollowHfT5) {
   EXPECT_EQ(extra[99], 1000);
   EXPECT_EQ(tok.id_to_token(1099), "<extra_id_0>");
   EXPECT_EQ(tok.token_to_id("<extra_id_7>"), 1092);
+  // A sentinel in the text is its id; the text around it is encoded apart (HF's T5Tokenizer).
+  EXPECT_EQ(tok.tokenize("It is a truth <extra_id_0> acknowledged."),
+            (std::vector<int32_t>{208, 52, 11, 832, 1099, 871, 21, 6}));
+  EXPECT_EQ(tok.tokenize("<extra_id_1><extra_id_0>"), (std::vector<int32_t>{1098, 1099}));
+  SentencePieceTokenizer no_sentinels(model_path());
+  const auto as_text = no_sentinels.tokenize("<extra_id_0>");  // no sentinels: plain text
+  EXPECT_GT(as_text.size(), 1u);
+  for (int32_t id : as_text) EXPECT_LT(id, 1000);
   const std::vector<int32_t> ids = {1099, 208, 52, 1098};
   EXPECT_EQ(tok.detokenize(ids), "<extra_id_0>It is<extra_id_1>");
   EXPECT_TRUE(tok.continues_word(21));    // "d"
@@ -57,6 +71,7 @@ TEST(SentencePieceTokenizer, SentinelsFollowHfT5) {
 }
 
 TEST(SentencePieceTokenizer, FactoryAndErrors) {
+  SKIP_UNDER_ASAN();
   TokenizerOptions options;
   options.type = "SentencePieceTokenizer";
   options.tokenizer_model = model_path();
