@@ -227,8 +227,9 @@ tessera_on_preempt() {
   kill -s "$forward" "$TESSERA_STEP_PID" 2>/dev/null || true
 }
 
-# tessera_train_job KIND CONFIG ARGS...: the whole of train-gpt.sbatch (KIND=gpt) and
-# train-moe.sbatch (KIND=moe): resolve the config, resume, check + print the layout, launch.
+# tessera_train_job KIND CONFIG ARGS...: the whole of train-gpt.sbatch (KIND=gpt),
+# train-moe.sbatch (KIND=moe), train-bert.sbatch (bert) and train-t5.sbatch (t5): resolve the
+# config, resume, check + print the layout, launch.
 tessera_train_job() {
   local kind=$1
   shift
@@ -267,11 +268,11 @@ tessera_train_job() {
   ((world % model_parallel == 0)) ||
     tessera_die "layout does not fit: world size $world (SLURM_NTASKS) is not divisible by tensor_model_parallel_size $tp x pipeline_model_parallel_size $pp = $model_parallel"
   local dp=$((world / model_parallel))
-  # train-bert.sbatch runs BERT configs only, and BERT configs run only there
-  if [[ $kind == bert && $arch != bert ]]; then
-    tessera_die "train-bert.sbatch needs model.architecture = \"bert\" (got '$arch'); use train-$arch.sbatch"
-  elif [[ $kind != bert && $arch == bert ]]; then
-    tessera_die "model.architecture = \"bert\": use train-bert.sbatch"
+  # train-bert.sbatch / train-t5.sbatch run BERT / T5 configs only, and those configs run only there
+  if [[ ($kind == bert || $kind == t5) && $arch != "$kind" ]]; then
+    tessera_die "train-$kind.sbatch needs model.architecture = \"$kind\" (got '$arch'); use train-$arch.sbatch"
+  elif [[ $kind != "$arch" && ($arch == bert || $arch == t5) ]]; then
+    tessera_die "model.architecture = \"$arch\": use train-$arch.sbatch"
   fi
   if [[ $kind == moe ]]; then
     [[ $experts =~ ^[0-9]+$ && $experts -ge 1 ]] || tessera_die "train-moe.sbatch needs model.num_experts >= 1 (got '$experts'); use train-gpt.sbatch for dense models"

@@ -5,6 +5,7 @@ packages=(build-essential cmake ninja-build pkg-config python3
           libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libtomlplusplus-dev libboost-program-options-dev libboost-dev
           nlohmann-json3-dev libopenblas-dev libicu-dev libgtest-dev zlib1g-dev
           libprotobuf-dev protobuf-compiler
+          libsentencepiece-dev sentencepiece  # SentencePieceTokenizer's shim (libtessera_sentencepiece.so); spm_train
           clang libclang-rt-dev)  # CI's sanitizer and libFuzzer step only (scripts/sanitize.sh); libclang-rt-dev
                                   # (the ASan/UBSan/libFuzzer runtimes) is only a Recommends of clang-14
                                   # and --no-install-recommends below would leave it out

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hugging Face interop acceptance (issue 17, item 2), for the GPU machine (python3 there has
 # transformers, torch and safetensors; everything below runs on its CPU in float32):
-#  1. each family's HF fixture (FAMILIES, default gpt2 llama megatron-bert) -> tessera-convert
+#  1. each family's HF fixture (FAMILIES, default gpt2 llama megatron-bert t5) -> tessera-convert
 #     import-hf at the TP x PP its shape allows (TP=2 x PP=2 for the public fixtures) -> reshard to
 #     TP=1 x PP=1 -> export-hf; transformers loads the export with the class its config names, and
 #     every output in expected.safetensors (logits; BERT's MLM and NSP logits) matches within 1e-4
@@ -21,7 +21,7 @@ out=$3
 fixtures=${4:-$bin/../../data/fixtures}
 [ -d "$fixtures/hf/gpt2" ] || fixtures=$bin/../data/fixtures
 hf=$fixtures/hf/gpt2
-FAMILIES=${FAMILIES:-gpt2 llama megatron-bert}  # the families tessera-convert has
+FAMILIES=${FAMILIES:-gpt2 llama megatron-bert t5}  # the families tessera-convert has
 work=$out/convert_work
 rm -rf "$work"
 mkdir -p "$work"

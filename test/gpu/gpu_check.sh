@@ -2,10 +2,10 @@
 # Everything the GPU acceptance needs, in one run on the GPU machine (device time is scarce): the
 # gpu-label parity tests, the loss-curve and parallel-parity scripts and the training benchmarks.
 # Usage (from a bundle made by ../shared/tools/device-bundle): gpu_check.sh BUNDLE_BIN SOURCE_DIR OUT [what...]
-# what: parity | curve | parallel | bench1 | bench2 | dp | convert | generate | asyncsave | recompute | llama | bert |
-# deterministic (default: all but dp, convert, generate, asyncsave, recompute, llama, bert and deterministic;
+# what: parity | curve | parallel | bench1 | bench2 | dp | convert | generate | asyncsave | recompute | llama | bert | t5 |
+# deterministic (default: all but dp, convert, generate, asyncsave, recompute, llama, bert, t5 and deterministic;
 # deterministic = gpu_deterministic_parity_test, the op parity suites with TESSERA_TEST_DETERMINISTIC=1
-# and deterministic_check.sh, OUT/deterministic_summary.txt; llama = llama_gpu_check.sh; bert = bert_gpu_check.sh;
+# and deterministic_check.sh, OUT/deterministic_summary.txt; llama = llama_gpu_check.sh; bert = bert_gpu_check.sh; t5 = t5_gpu_check.sh;
 # asyncsave = async_save_step_time.sh and async_save_kill_check.sh; recompute =
 # recompute_check.sh, OUT/recompute_summary.txt; convert = convert_hf_check.sh; dp = the 124M DP=2 scaling pair; generate = generate_bench.sh:
 # generation parity and decode speed vs transformers, shared files from TESSERA_DATA_DIR, e.g. a bundle
@@ -67,6 +67,7 @@ fi
 [[ $what == *" recompute "* ]] && step recompute "$src/test/gpu/recompute_check.sh" "$bin" "$src" "$out"
 [[ $what == *" llama "* ]] && step llama "$src/test/gpu/llama_gpu_check.sh" "$bin" "$src" "$out/llama"
 [[ $what == *" bert "* ]] && step bert "$src/test/gpu/bert_gpu_check.sh" "$bin" "$src" "$out/bert"
+[[ $what == *" t5 "* ]] && step t5 "$src/test/gpu/t5_gpu_check.sh" "$bin" "$out/t5"
 [[ $what == *" convert "* ]] && step convert_hf "$src/test/gpu/convert_hf_check.sh" "$bin" "$src" "$out"
 # Issue 23: step time while an asynchronous save of the 124M checkpoint is in flight (within 10% of
 # the others) and async == sync checkpoints (h5diff: bundle /usr/bin/h5diff into BUNDLE_BIN).

@@ -73,6 +73,13 @@ int config_main(int argc, char** argv) {
   if (defaults)
     for (const auto& o : overrides) tessera::train::apply_override(o, session.values);
 
+  // A family's own layer defaults (t5: relative, rmsnorm, relu, no biases) where the schema default stands.
+  for (const auto& [key, value] :
+       tessera::train::architecture_layer_defaults(std::get<std::string>(session.values.at("model.architecture")))) {
+    const auto dot = key.find('.');
+    if (session.values.at(key) == tessera::train::find_key(key.substr(0, dot), key.substr(dot + 1))->default_value)
+      session.values[key] = value;
+  }
   write_config(session, session.output);
   check_whole(session, session.output);  // as tessera-train will load it, with the world size
   std::cout << "wrote " << session.output << "\n";

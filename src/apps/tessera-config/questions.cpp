@@ -275,7 +275,11 @@ std::vector<Question> questions(const QuestionnaireOptions& options) {
                            }));
   q.push_back(key_question("data.tokenizer_type", "Tokenizer", real_data));
   q.push_back(file_question("data.vocab_file", "Tokenizer vocabulary file (vocab.json / vocab.txt)", [](const Session& s) {
-    return real_data(s) && s.string("data.tokenizer_type") != "NullTokenizer";
+    return real_data(s) && s.string("data.tokenizer_type") != "NullTokenizer" &&
+           s.string("data.tokenizer_type") != "SentencePieceTokenizer";
+  }));
+  q.push_back(file_question("data.tokenizer_model", "SentencePiece model file (spiece.model)", [](const Session& s) {
+    return real_data(s) && s.string("data.tokenizer_type") == "SentencePieceTokenizer";
   }));
   q.push_back(file_question("data.merge_file", "GPT-2 BPE merges file (merges.txt)", [](const Session& s) {
     return real_data(s) && s.string("data.tokenizer_type") == "GPT2BPETokenizer";

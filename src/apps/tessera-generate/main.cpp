@@ -15,6 +15,7 @@
 #include "tessera/generate/model_loader.h"
 #include "tessera/generate/prompts_io.h"
 #include "tessera/generate/server.h"
+#include "tessera/generate/t5_generator.h"
 #include "tessera/runtime/main_guard.h"
 #include "tessera/runtime/runtime.h"
 #include "tessera/train/config.h"
@@ -94,6 +95,37 @@ int generate_main(int argc, char** argv) {
   }
   auto setup = generate::load_for_generation(load, vm["config"].as<std::string>(),
                                              vm["set"].as<std::vector<std::string>>(), vm.count("random-init") > 0);
+  if (setup->t5) {  // encoder-decoder: greedy only, one rank (generate/t5_generator.h)
+    if (serve) TESSERA_CONFIG_FAIL("--serve is not supported for model.architecture = t5 (batch generation only)");
+    generate::GenerationRequest request;
+    request.max_new_tokens = vm["max-new-tokens"].as<int64_t>();
+    if (vm.count("temperature") || vm.count("top-k") || vm.count("top-p")) request.sampling.top_k = 0;
+    request.num_beams = vm["num-beams"].as<int64_t>();
+    request.stop_token = vm.count("no-stop") ? -1 : vm.count("stop-token") ? vm["stop-token"].as<int64_t>() : setup->eod;
+    std::vector<generate::Prompt> prompts;
+    const data::Tokenizer* tokenizer = setup->tokenizer.get();
+    if (!prompts_file.empty()) prompts = generate::read_prompts_file(prompts_file, tokenizer, false, setup->eod);
+    for (const auto& t : texts) prompts.push_back(generate::text_prompt(t, tokenizer, false, setup->eod, "--prompt"));
+    for (const auto& p : prompts) request.prompts.push_back(p.ids);
+    generate::validate_t5(request, setup->t5->vocab_size(), "tessera-generate");
+    const auto results = generate::t5_greedy(*setup->t5, request);
+    std::string text;
+    for (size_t i = 0; i < prompts.size(); ++i) text += generate::output_row(prompts[i], results[i], tokenizer) + "\n";
+    const std::string output = vm["output"].as<std::string>();
+    if (!output.empty()) {
+      std::ofstream file(output);
+      file << text;
+      file.flush();
+      if (!file) TESSERA_CONFIG_FAIL("--output ", output, ": cannot write");
+      return 0;
+    }
+    for (size_t done = 0; done < text.size();) {
+      const ssize_t n = write(rows_fd, text.data() + done, text.size() - done);
+      if (n <= 0) TESSERA_FAIL("writing the output to stdout failed");
+      done += static_cast<size_t>(n);
+    }
+    return 0;
+  }
   const int64_t pad = setup->eod >= 0 ? setup->eod : 0;
   generate::Generator generator(*setup->gpt, *setup->context, setup->config.parallel, pad,
                                 vm.count("no-cuda-graphs") == 0);

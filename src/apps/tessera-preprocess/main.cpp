@@ -42,7 +42,11 @@ int body(int argc, char** argv) {
       ("json-keys", po::value<std::vector<std::string>>(&options.json_keys)->multitoken()->default_value({"text"}, "text"),
        "JSON keys to encode, one output dataset per key")
       ("tokenizer-type", po::value<std::string>(&options.tokenizer.type)->default_value("GPT2BPETokenizer"),
-       "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | NullTokenizer")
+       "GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | SentencePieceTokenizer | NullTokenizer")
+      ("tokenizer-model", po::value<std::string>(&options.tokenizer.tokenizer_model)->default_value("", "\"\""),
+       "SentencePiece model file (SentencePieceTokenizer)")
+      ("vocab-extra-ids", po::value<int64_t>(&options.tokenizer.vocab_extra_ids)->default_value(0),
+       "sentinel tokens <extra_id_k> added to the vocabulary (T5: 100)")
       ("vocab-file", po::value<std::string>(&options.tokenizer.vocab_file)->default_value("", "\"\""), "tokenizer vocabulary file")
       ("merge-file", po::value<std::string>(&options.tokenizer.merge_file)->default_value("", "\"\""), "BPE merges file (GPT-2)")
       ("vocab-size", po::value<int64_t>(&options.tokenizer.vocab_size)->default_value(0), "vocabulary size (NullTokenizer only)")

@@ -69,6 +69,19 @@ std::vector<models::CheckpointTensor> bert_tensors_at_layout(const train::Config
                                          vocab_size);
 }
 
+void check_t5_exportable(const train::ModelConfig& m) {
+  if (m.architecture != "t5")
+    TESSERA_CONFIG_FAIL("model.architecture = ", m.architecture, " cannot be written as a Hugging Face T5 (it needs t5)");
+}
+
+std::vector<models::CheckpointTensor> t5_tensors_at_layout(const train::Config& config, int64_t vocab_size) {
+  if (config.parallel.pipeline_model_parallel_size != 1)
+    TESSERA_CONFIG_FAIL("parallel.pipeline_model_parallel_size = ", config.parallel.pipeline_model_parallel_size,
+                        " is not supported by model.architecture = t5 (Megatron's encoder/decoder split, ",
+                        "pipeline_model_parallel_split_rank, is not supported)");
+  return models::t5_checkpoint_tensors(config.model, config.parallel.tensor_model_parallel_size, vocab_size);
+}
+
 }  // namespace
 
 const std::vector<HfFamily>& hf_families() {
@@ -79,6 +92,8 @@ const std::vector<HfFamily>& hf_families() {
        check_llama_exportable, gpt_tensors_at_layout},
       {"megatron-bert", "bert", models::megatron_bert_model_keys_from_hf, models::megatron_bert_hf_names,
        models::megatron_bert_hf_config, check_megatron_bert_exportable, bert_tensors_at_layout},
+      {"t5", "t5", models::t5_model_keys_from_hf, models::t5_hf_names, models::t5_hf_config, check_t5_exportable,
+       t5_tensors_at_layout},
   };
   return families;
 }

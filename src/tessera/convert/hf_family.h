@@ -11,6 +11,7 @@
 #include "tessera/models/gpt_checkpoint_tensors.h"
 #include "tessera/models/gpt_hf_names.h"
 #include "tessera/models/llama_hf_names.h"
+#include "tessera/models/t5_hf_names.h"
 #include "tessera/train/config.h"
 
 namespace tessera::convert {

@@ -22,7 +22,8 @@ namespace {
 bool ignorable(const std::string& name) {
   return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias") || name == "lm_head.weight" ||
          name.ends_with(".rotary_emb.inv_freq") ||  // older Llama files store RoPE's frequencies
-         name.starts_with("cls.predictions.decoder.") || name.ends_with("embeddings.position_ids");  // BERT: tied decoder, position ids buffer
+         name.starts_with("cls.predictions.decoder.") || name.ends_with("embeddings.position_ids") ||  // BERT: tied decoder, position ids buffer
+         name == "encoder.embed_tokens.weight" || name == "decoder.embed_tokens.weight";  // T5: copies of shared.weight
 }
 
 // The checkpoint's key for an HF name: save_pretrained writes "transformer.h.0...", the hub's

@@ -5,6 +5,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/data/bert_masking.h"
+#include "tessera/data/sentence_sample_map.h"
 
 namespace tessera::data {
 
@@ -15,39 +16,15 @@ BertDataset::BertDataset(std::shared_ptr<const IndexedDataset> data, int64_t fir
   if (max_len < 2) TESSERA_CONFIG_FAIL("model.seq_length = ", config_.seq_length, " is too short for BERT (>= 5)");
   TESSERA_CHECK(first_document >= 0 && end_document <= data_->document_count() && first_document <= end_document,
                 "BERT dataset document range [", first_document, ", ", end_document, ") outside ", name);
-  Draws draws{RandomStream(config_.seed, stream_id("bert_sample_map")), 0};
-  const int64_t short_every = config_.short_seq_prob > 0 ? std::llround(1.0 / config_.short_seq_prob) : 0;
-  auto draw_target = [&] {
-    if (short_every > 0 && draws.below(static_cast<uint64_t>(short_every)) == 0)
-      return 2 + static_cast<int64_t>(draws.below(static_cast<uint64_t>(max_len - 1)));
-    return max_len;
-  };
-  const int64_t wanted = std::max<int64_t>(config_.num_samples, 1);
-  for (int epoch = 0; static_cast<int64_t>(map_.size()) < wanted; ++epoch) {
-    const size_t before = map_.size();
-    for (int64_t d = first_document; d < end_document; ++d) {
-      const int64_t first = data_->document_index(d), end = data_->document_index(d + 1);
-      if (end - first < 2) continue;
-      bool too_long = false;
-      for (int64_t s = first; s < end; ++s) too_long = too_long || data_->sequence_length(s) > kMaxSentenceTokens;
-      if (too_long) continue;
-      int64_t target = draw_target(), start = first, length = 0;
-      for (int64_t s = first; s < end; ++s) {
-        length += data_->sequence_length(s);
-        const int64_t remaining = end - s - 1, sentences = s - start + 1;
-        if ((length >= target && remaining > 1 && sentences >= 2) || remaining == 0) {
-          if (sentences >= 2) map_.push_back({start, s + 1, target});
-          start = s + 1;
-          length = 0;
-          target = draw_target();
-        }
-      }
-    }
-    if (map_.size() == before)
-      TESSERA_CONFIG_FAIL(name, ": no document has two sentences of at most ", kMaxSentenceTokens,
-                          " tokens; BERT needs sentence-split data (tessera-preprocess --split-sentences)");
-  }
-  for (size_t i = map_.size(); i > 1; --i) std::swap(map_[i - 1], map_[draws.below(i)]);
+  SentenceSampleMapOptions options;
+  options.max_length = max_len;
+  options.short_seq_prob = config_.short_seq_prob;
+  options.min_sentences = 2;  // a sentence pair (sentence order)
+  options.num_samples = config_.num_samples;
+  options.max_sentence_tokens = kMaxSentenceTokens;
+  options.seed = config_.seed;
+  options.stream = stream_id("bert_sample_map");
+  map_ = build_sentence_sample_map(*data_, first_document, end_document, options, name);
 }
 
 void BertDataset::sample(int64_t, std::span<int32_t>, std::span<float>) const {

@@ -14,6 +14,7 @@
 
 #include "tessera/data/indexed_dataset.h"
 #include "tessera/data/sample_source.h"
+#include "tessera/data/sentence_sample_map.h"
 
 namespace tessera::data {
 
@@ -40,9 +41,7 @@ class BertDataset : public SampleSource {
   bool masked_lm() const override { return true; }
   void masked_lm_sample(int64_t index, MaskedLmSample& out) const override;
 
-  struct Entry {
-    int64_t first_sentence, end_sentence, target;
-  };
+  using Entry = SentenceSpan;  // sentence_sample_map.h
   const std::vector<Entry>& sample_map() const { return map_; }
 
  private:

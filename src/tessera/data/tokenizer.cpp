@@ -8,12 +8,13 @@
 #include "tessera/data/tokenizer_bert_wordpiece.h"
 #include "tessera/data/tokenizer_gpt2_bpe.h"
 #include "tessera/data/tokenizer_null.h"
+#include "tessera/data/tokenizer_sentencepiece.h"
 
 namespace tessera::data {
 namespace {
 
 constexpr const char* kAllowedTypes =
-    "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, NullTokenizer";
+    "GPT2BPETokenizer, BertWordPieceLowerCase, BertWordPieceCase, SentencePieceTokenizer, NullTokenizer";
 
 void require_file(const std::string& path, const std::string& type, const char* what,
                   const char* option) {
@@ -40,7 +41,12 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options) {
   }
   if (type == "BertWordPieceLowerCase" || type == "BertWordPieceCase") {
     require_file(options.vocab_file, type, "vocab file", kVocabOption);
-    return std::make_unique<BertWordPieceTokenizer>(options.vocab_file, type == "BertWordPieceLowerCase");
+    return std::make_unique<BertWordPieceTokenizer>(options.vocab_file, type == "BertWordPieceLowerCase",
+                                                    options.vocab_extra_ids);
+  }
+  if (type == "SentencePieceTokenizer") {
+    require_file(options.tokenizer_model, type, "SentencePiece model", "--tokenizer-model / data.tokenizer_model");
+    return std::make_unique<SentencePieceTokenizer>(options.tokenizer_model, options.vocab_extra_ids);
   }
   if (type == "NullTokenizer") {
     if (options.vocab_size <= 0) {

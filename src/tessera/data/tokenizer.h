@@ -21,10 +21,12 @@ class Tokenizer {
 };
 
 struct TokenizerOptions {
-  std::string type;        // GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | NullTokenizer
+  std::string type;        // GPT2BPETokenizer | BertWordPieceLowerCase | BertWordPieceCase | SentencePieceTokenizer | NullTokenizer
   std::string vocab_file;
   std::string merge_file;
   int64_t vocab_size = 0;  // NullTokenizer only
+  int64_t vocab_extra_ids = 0;  // BertWordPiece* / SentencePieceTokenizer: sentinels <extra_id_k> (T5)
+  std::string tokenizer_model;  // SentencePieceTokenizer: the .model file
 };
 
 // Throws ConfigError naming the type (and the allowed ones) or the missing file.

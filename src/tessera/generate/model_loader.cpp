@@ -102,9 +102,13 @@ void build_model(GenerationSetup& x, int64_t vocab) {
                                                   x.context->pp_rank());
   x.model = models::model_family(x.config.model.architecture).build(build);
   x.gpt = dynamic_cast<models::GPTModel*>(x.model.get());
-  if (!x.gpt)
+  x.t5 = dynamic_cast<models::T5Model*>(x.model.get());
+  if (x.t5 && model_parallel != 1)
+    TESSERA_CONFIG_FAIL("tessera-generate runs model.architecture = t5 on one rank (tensor and pipeline parallel ",
+                        "size 1), got TP x PP = ", model_parallel);
+  if (!x.gpt && !x.t5)
     TESSERA_CONFIG_FAIL("model.architecture = ", x.config.model.architecture,
-                        " has no generation support yet in tessera-generate (gpt has)");
+                        " has no generation support yet in tessera-generate (gpt and t5 have)");
 }
 }  // namespace
 
@@ -145,7 +149,8 @@ std::unique_ptr<GenerationSetup> load_for_generation(const std::string& load, co
   std::vector<std::string> overrides = convert::stored_keys(reader.config_toml(), {"model"}, where);
   for (const std::string& kv : convert::stored_keys(reader.config_toml(), {"data"}, where))
     if (kv.rfind("data.tokenizer_type=", 0) == 0 || kv.rfind("data.vocab_file=", 0) == 0 ||
-        kv.rfind("data.merge_file=", 0) == 0)
+        kv.rfind("data.merge_file=", 0) == 0 || kv.rfind("data.tokenizer_model=", 0) == 0 ||
+        kv.rfind("data.vocab_extra_ids=", 0) == 0)
       overrides.push_back(kv);
   if (!hf_dir.empty() && fs::exists(hf_dir / "vocab.json") && fs::exists(hf_dir / "merges.txt")) {
     overrides.push_back("data.tokenizer_type=\"GPT2BPETokenizer\"");
@@ -165,8 +170,17 @@ std::unique_ptr<GenerationSetup> load_for_generation(const std::string& load, co
   ckpt::TrainingCheckpoints(x.config, *x.context).load(*x.model, ckpt::TrainerOptimizer{});
 
   const auto& d = x.config.data;
-  if (!d.vocab_file.empty() && d.tokenizer_type != "NullTokenizer")
-    x.tokenizer = data::make_tokenizer({d.tokenizer_type, d.vocab_file, d.merge_file, 0});
+  // SentencePieceTokenizer reads data.tokenizer_model; the others data.vocab_file (and merge_file).
+  const bool sentencepiece = d.tokenizer_type == "SentencePieceTokenizer";
+  if ((sentencepiece ? !d.tokenizer_model.empty() : !d.vocab_file.empty()) && d.tokenizer_type != "NullTokenizer") {
+    data::TokenizerOptions options;
+    options.type = d.tokenizer_type;
+    options.vocab_file = d.vocab_file;
+    options.merge_file = d.merge_file;
+    options.tokenizer_model = d.tokenizer_model;
+    options.vocab_extra_ids = d.vocab_extra_ids;  // T5's sentinels keep their ids
+    x.tokenizer = data::make_tokenizer(options);
+  }
   x.eod = x.tokenizer ? x.tokenizer->eod() : (!hf_dir.empty() ? hf_eos_token(hf_dir) : -1);
   log::info("tessera-generate: ", x.config.model.architecture, " (", x.config.model.num_layers, " layers, hidden ",
             x.config.model.hidden_size, ", vocabulary ", vocab, ") at TP=", x.context->tp_size(), " PP=",

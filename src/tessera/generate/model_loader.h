@@ -10,6 +10,7 @@
 
 #include "tessera/data/tokenizer.h"
 #include "tessera/models/gpt.h"
+#include "tessera/models/t5.h"
 #include "tessera/runtime/parallel_context.h"
 #include "tessera/train/config.h"
 
@@ -21,6 +22,7 @@ struct GenerationSetup {
   std::unique_ptr<parallel::ParallelContext> context;
   std::unique_ptr<models::StageModel> model;
   models::GPTModel* gpt = nullptr;
+  models::T5Model* t5 = nullptr;  // model.architecture = t5 (gpt is then null): generate/t5_generator.h
   std::unique_ptr<data::Tokenizer> tokenizer;  // null: prompts as ids only, no text
   int64_t eod = -1;                            // the tokenizer's end of document / HF eos_token_id
   std::filesystem::path imported;              // the temporary import of an HF folder (removed at exit)

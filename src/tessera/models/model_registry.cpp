@@ -5,10 +5,13 @@
 #include "tessera/core/error.h"
 #include "tessera/models/bert.h"
 #include "tessera/models/gpt.h"
+#include "tessera/models/t5.h"
 
 namespace tessera::models {
 
 namespace {
+void check_divisible(int64_t value, const char* key, int64_t tp);
+
 std::unique_ptr<StageModel> build_gpt(const ModelBuildArgs& a) {
   check_tensor_parallel_split(*a.config, a.tp, a.pipeline_size);
   auto model = std::make_unique<GPTModel>(*a.config, a.vocab_size, a.dtype, a.device, a.chunks, a.tp);
@@ -23,10 +26,27 @@ std::unique_ptr<StageModel> build_bert(const ModelBuildArgs& a) {
   return model;
 }
 
+std::unique_ptr<StageModel> build_t5(const ModelBuildArgs& a) {
+  if (a.pipeline_size > 1)
+    TESSERA_CONFIG_FAIL("parallel.pipeline_model_parallel_size = ", a.pipeline_size,
+                        " is not supported by model.architecture = t5: pipeline parallelism of an encoder-decoder ",
+                        "model needs Megatron's encoder/decoder split (pipeline_model_parallel_split_rank), which ",
+                        "is not supported; use tensor (+ sequence) and data parallelism");
+  if (a.recompute.granularity != nn::RecomputeGranularity::none)
+    TESSERA_CONFIG_FAIL("parallel.recompute_granularity = ", nn::name(a.recompute.granularity),
+                        " is not supported by model.architecture = t5 (none only)");
+  check_tensor_parallel_split(*a.config, a.tp, a.pipeline_size);
+  if (a.tp.sequence_parallel)
+    check_divisible(a.config->decoder_seq_length, "model.decoder_seq_length (with parallel.sequence_parallel)",
+                    a.tp.size);
+  return std::make_unique<T5Model>(*a.config, a.vocab_size, a.dtype, a.device, a.chunks, a.tp);
+}
+
 const std::vector<ModelFamily>& families() {
   static const std::vector<ModelFamily> table = {
       {"gpt", build_gpt},
       {"bert", build_bert},
+      {"t5", build_t5},
   };
   return table;
 }

@@ -26,7 +26,9 @@ Mlp parse_mlp(const std::string& activation, int64_t num_experts) {
   if (activation == "swiglu") return Mlp::swiglu;
   if (activation == "relu") return Mlp::relu;
   if (activation == "squared_relu") return Mlp::squared_relu;
-  TESSERA_CONFIG_FAIL("model.activation = '", activation, "': allowed values are gelu, swiglu, relu, squared_relu");
+  if (activation == "geglu") return Mlp::geglu;
+  TESSERA_CONFIG_FAIL("model.activation = '", activation,
+                      "': allowed values are gelu, swiglu, relu, squared_relu, geglu");
 }
 
 const char* name(Norm v) { return v == Norm::layernorm ? "layernorm" : "rmsnorm"; }
@@ -48,6 +50,7 @@ const char* name(Mlp v) {
     case Mlp::relu: return "relu";
     case Mlp::squared_relu: return "squared_relu";
     case Mlp::moe: return "moe";
+    case Mlp::geglu: return "geglu";
   }
   return "?";
 }

@@ -14,6 +14,10 @@ struct TransformerConfig {
   int64_t seq_length = 1024, max_position_embeddings = 1024;
   // Encoder-decoder models (T5): seq_length is the encoder's, decoder_seq_length the decoder's.
   int64_t decoder_seq_length = 128;
+  // T5: decoder layers (0: num_layers, HF's num_decoder_layers), the per-head width of q, k and v
+  // (0: hidden_size / heads; HF's d_kv, Megatron's kv_channels) and the relative position buckets.
+  int64_t num_decoder_layers = 0, kv_channels = 0;
+  int64_t relative_attention_num_buckets = 32, relative_attention_max_distance = 128;
   std::string position_embedding_type = "learned_absolute", normalization = "layernorm", activation = "gelu";
   bool untie_embeddings_and_output_weights = false;
   // Rotary embedding (position_embedding_type = rope): base (HF rope_theta), the fraction of each
@@ -40,7 +44,7 @@ enum class Norm { layernorm, rmsnorm };
 enum class AttentionMask { causal, bidirectional };
 enum class AttentionInput { self, cross };  // cross: keys/values from the encoder's output
 enum class PositionEmbedding { learned_absolute, rope, alibi, relative, none };
-enum class Mlp { gelu, swiglu, relu, squared_relu, moe };
+enum class Mlp { gelu, swiglu, relu, squared_relu, moe, geglu };
 
 struct AttentionSpec {
   AttentionMask mask = AttentionMask::causal;

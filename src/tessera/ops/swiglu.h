@@ -14,6 +14,11 @@ void swiglu_forward(const Tensor& in, const Tensor& out);
 // dout [n, f], in [n, 2f] -> din [n, 2f] (overwritten).
 void swiglu_backward(const Tensor& dout, const Tensor& in, const Tensor& din);
 
+// GeGLU (T5 v1.1's gated-gelu feed-forward) on the same interleaved pairs:
+// out[r, j] = gelu_tanh(gate_j) * up_j (GPT-2's / HF's gelu_new, ops/activation.h).
+void geglu_forward(const Tensor& in, const Tensor& out);
+void geglu_backward(const Tensor& dout, const Tensor& in, const Tensor& din);
+
 namespace detail {
 // Shape checks shared by the CPU and CUDA paths; returns {rows n, units f}.
 std::pair<int64_t, int64_t> check_swiglu_shapes(const char* op, const Tensor& in, const Tensor& half_width,

@@ -225,6 +225,14 @@ void apply_override(const std::string& text, std::map<std::string, ConfigValue>&
   values[section + "." + key] = parse_value_text(spec, raw, where);
 }
 
+std::vector<std::pair<std::string, ConfigValue>> architecture_layer_defaults(const std::string& architecture) {
+  if (architecture != "t5") return {};
+  return {{"model.position_embedding_type", std::string("relative")},
+          {"model.normalization", std::string("rmsnorm")},
+          {"model.activation", std::string("relu")},
+          {"model.add_bias_linear", false}};
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   Config config;
   config.source = path;
@@ -232,8 +240,22 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   for (const auto& spec : config_schema())
     values[std::string(spec.section) + "." + std::string(spec.key)] = spec.default_value;
   values["training.precision"] = std::string();  // unset, told apart from an explicit "bf16"
+  // Keys whose default depends on model.architecture start unset (told apart from an explicit value):
+  // t5 defaults to relative positions, rmsnorm, relu and no biases, the others to the schema's.
+  const std::string unset = "\x01unset";
+  for (const auto& entry : architecture_layer_defaults("t5")) values[entry.first] = unset;
   if (!path.empty()) read_file(path, values);
   for (const auto& text : overrides) apply_override(text, values);
+  const auto family = architecture_layer_defaults(std::get<std::string>(values.at("model.architecture")));
+  for (const auto& entry : architecture_layer_defaults("t5")) {
+    const std::string& key = entry.first;
+    const auto* v = std::get_if<std::string>(&values.at(key));
+    if (!v || *v != unset) continue;
+    const auto dot = key.find('.');
+    values[key] = find_key(key.substr(0, dot), key.substr(dot + 1))->default_value;
+    for (const auto& [family_key, family_value] : family)
+      if (family_key == key) values[key] = family_value;
+  }
   const bool precision_defaulted = std::get<std::string>(values.at("training.precision")).empty();
   if (precision_defaulted) values["training.precision"] = find_key("training", "precision")->default_value;
   const ConfigOrigin src(path, overrides);
@@ -249,6 +271,10 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   m.seq_length = get<int64_t>(values, "model.seq_length");
   m.max_position_embeddings = get<int64_t>(values, "model.max_position_embeddings");
   m.decoder_seq_length = get<int64_t>(values, "model.decoder_seq_length");
+  m.num_decoder_layers = get<int64_t>(values, "model.num_decoder_layers");
+  m.kv_channels = get<int64_t>(values, "model.kv_channels");
+  m.relative_attention_num_buckets = get<int64_t>(values, "model.relative_attention_num_buckets");
+  m.relative_attention_max_distance = get<int64_t>(values, "model.relative_attention_max_distance");
   m.position_embedding_type = get<std::string>(values, "model.position_embedding_type");
   m.normalization = get<std::string>(values, "model.normalization");
   m.activation = get<std::string>(values, "model.activation");
@@ -324,6 +350,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   d.eod_mask_loss = get<bool>(values, "data.eod_mask_loss");
   d.reset_position_ids = get<bool>(values, "data.reset_position_ids");
   d.reset_attention_mask = get<bool>(values, "data.reset_attention_mask");
+  d.tokenizer_model = resolve_path(get<std::string>(values, "data.tokenizer_model"), config_dir);
+  d.vocab_extra_ids = get<int64_t>(values, "data.vocab_extra_ids");
+  if (d.vocab_extra_ids < 0) d.vocab_extra_ids = m.architecture == "t5" ? 100 : 0;
+  d.mask_prob = get<double>(values, "data.mask_prob");
+  d.short_seq_prob = get<double>(values, "data.short_seq_prob");
 
   auto& c = config.checkpoint;
   c.save = get<std::string>(values, "checkpoint.save");
@@ -422,6 +453,13 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
       }
     }
   }
+  require(d.mask_prob > 0 && d.mask_prob < 1, src, "data.mask_prob = " + std::to_string(d.mask_prob) + " must be in (0, 1)");
+  require(d.short_seq_prob >= 0 && d.short_seq_prob <= 1, src,
+          "data.short_seq_prob = " + std::to_string(d.short_seq_prob) + " must be in [0, 1]");
+  require(d.vocab_extra_ids >= 0, src, "data.vocab_extra_ids must be >= 0 (or -1: the architecture's default)");
+  if (d.tokenizer_type == "SentencePieceTokenizer" && !d.mock_data)
+    require(!d.tokenizer_model.empty() && fs::exists(d.tokenizer_model), src,
+            "data.tokenizer_model '" + d.tokenizer_model + "' does not exist (SentencePieceTokenizer needs the .model file)");
   if (d.tokenizer_type == "GPT2BPETokenizer" && !d.mock_data) {
     require(!d.vocab_file.empty() && fs::exists(d.vocab_file), src,
             "data.vocab_file '" + d.vocab_file + "' does not exist (GPT2BPETokenizer needs vocab.json)");

@@ -44,6 +44,9 @@ struct DataConfig {
   int64_t vocab_size;
   std::string data_cache_path;
   bool eod_mask_loss, reset_position_ids, reset_attention_mask;  // Megatron's end-of-document options (data/document_masks.h)
+  std::string tokenizer_model;          // SentencePieceTokenizer's model file
+  int64_t vocab_extra_ids = -1;         // sentinels (the key's -1 resolves to 100 for t5, else 0)
+  double mask_prob = 0.15, short_seq_prob = 0.1;  // bert / t5 datasets
 };
 
 struct CheckpointConfig {
@@ -83,6 +86,9 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 ConfigValue parse_value_text(const KeySpec& spec, const std::string& raw, const std::string& where);
 // Applies "table.key=value" to a values map (every key of the schema), as --set does.
 void apply_override(const std::string& text, std::map<std::string, ConfigValue>& values);
+// The [model] keys whose default depends on model.architecture, with that architecture's values
+// (t5: relative positions, rmsnorm, relu, no biases; others: none, the schema defaults apply).
+std::vector<std::pair<std::string, ConfigValue>> architecture_layer_defaults(const std::string& architecture);
 
 // training.precision left unset defaults to bf16 on CUDA and to fp32 on a CPU-only run (bf16 on the
 // CPU is emulated and slow); the Trainer calls this with its device and it says so on the output rank.

@@ -69,6 +69,14 @@ double Trainer::load_masked_lm_step(const data::SampleSource& source, int64_t st
 double Trainer::load_step(const data::SampleSource& source, int64_t step_start) {
   masked_lm_step_ = source.masked_lm();
   if (masked_lm_step_) return load_masked_lm_step(source, step_start);
+  seq2seq_step_ = source.seq2seq();
+  if (seq2seq_step_) {  // T5 (seq2seq_batches.h)
+    seq2seq_.load(source, step_start, num_micro_batches_, config_.training.micro_batch_size, config_.model.seq_length,
+                  config_.model.decoder_seq_length, context_->dp_size(), context_->dp_rank());
+    double denominator = 0;
+    for (int64_t m = 0; m < num_micro_batches_; ++m) denominator += model_->loss().denominator(seq2seq_.loss_inputs(m));
+    return parallel::sum_over_data_parallel(context_->data(), denominator);
+  }
   const int64_t b = config_.training.micro_batch_size, s = config_.model.seq_length;
   const int64_t dp = context_->dp_size(), dp_rank = context_->dp_rank();
   step_tokens_.resize(static_cast<size_t>(num_micro_batches_ * b * (s + 1)));
@@ -100,6 +108,7 @@ double Trainer::load_step(const data::SampleSource& source, int64_t step_start) 
 
 models::MicroBatch Trainer::micro_batch(int64_t m) {
   const int64_t b = config_.training.micro_batch_size, s = config_.model.seq_length;
+  if (seq2seq_step_) return seq2seq_.micro_batch(m);
   if (masked_lm_step_) {
     models::MicroBatch batch;
     batch.tokens = Tensor(step_tokens_.data() + m * b * s, DType::i32, {b, s});
@@ -240,7 +249,7 @@ double Trainer::evaluate_checkpoint(EvalSplit split, const std::string& logits_f
                         split == EvalSplit::valid ? "validation" : "test", " split no data; nothing to evaluate");
   if (t.eval_iters <= 0) TESSERA_CONFIG_FAIL("training.eval_iters = ", t.eval_iters, " evaluates nothing; set it > 0");
   std::unique_ptr<LogitsWriter> logits;
-  if (!logits_file.empty() && source->masked_lm())
+  if (!logits_file.empty() && (source->masked_lm() || source->seq2seq()))
     TESSERA_CONFIG_FAIL("--logits-file writes next-token logits of a GPT model; model.architecture = ",
                         config_.model.architecture, " has none");
   if (!logits_file.empty())

@@ -12,6 +12,7 @@
 #include "tessera/train/config.h"
 #include "tessera/train/logits_writer.h"
 #include "tessera/train/metrics.h"
+#include "tessera/train/seq2seq_batches.h"
 #include "tessera/train/training_setup.h"
 
 namespace tessera::train {
@@ -109,6 +110,9 @@ class Trainer {
   std::vector<uint8_t> step_padding_;
   // Fills the step's micro-batches from a masked-LM source; returns this rank's denominator.
   double load_masked_lm_step(const data::SampleSource& source, int64_t step_start);
+  // An encoder-decoder (T5) step: seq2seq_step_ = the last load_step read a seq2seq source.
+  bool seq2seq_step_ = false;
+  Seq2SeqBatches seq2seq_;
 };
 
 }  // namespace tessera::train

@@ -55,9 +55,10 @@ TEST(MakeTokenizer, BuildsEveryType) {
 }
 
 TEST(MakeTokenizer, UnknownTypeListsTheAllowedOnes) {
-  const std::string message = config_error_of({"SentencePieceTokenizer", "", "", 0});
-  EXPECT_NE(message.find("SentencePieceTokenizer"), std::string::npos) << message;
-  for (const char* allowed : {"GPT2BPETokenizer", "BertWordPieceLowerCase", "BertWordPieceCase", "NullTokenizer"}) {
+  const std::string message = config_error_of({"TikTokenizer", "", "", 0});  // Megatron's, not Tessera's
+  EXPECT_NE(message.find("TikTokenizer"), std::string::npos) << message;
+  for (const char* allowed : {"GPT2BPETokenizer", "BertWordPieceLowerCase", "BertWordPieceCase", "SentencePieceTokenizer",
+                              "NullTokenizer"}) {
     EXPECT_NE(message.find(allowed), std::string::npos) << message;
   }
 }

@@ -91,12 +91,35 @@ TEST_F(ConfigTest, MissingDataFileIsNamed) {
   EXPECT_NE(msg.find("/nonexistent/corpus_text_document.bin"), std::string::npos) << msg;
 }
 
+// model.architecture = t5 defaults the layer keys to T5's (relative, rmsnorm, relu, no biases) unless
+// the config sets them; other architectures keep the schema defaults; the T5 keys load.
+TEST_F(ConfigTest, T5DefaultsItsLayerKeysAndLoadsItsKeys) {
+  auto t5 = train::load_config(write(std::string(kMock) + "[model]\narchitecture = \"t5\"\nnum_decoder_layers = 3\n"
+                                                          "kv_channels = 16\nrelative_attention_num_buckets = 16\n"
+                                                          "relative_attention_max_distance = 64\n"),
+                               {});
+  EXPECT_EQ(t5.model.position_embedding_type, "relative");
+  EXPECT_EQ(t5.model.normalization, "rmsnorm");
+  EXPECT_EQ(t5.model.activation, "relu");
+  EXPECT_FALSE(t5.model.add_bias_linear);
+  EXPECT_EQ(t5.model.num_decoder_layers, 3);
+  EXPECT_EQ(t5.model.kv_channels, 16);
+  EXPECT_EQ(t5.model.relative_attention_num_buckets, 16);
+  EXPECT_EQ(t5.model.relative_attention_max_distance, 64);
+  auto geglu = train::load_config(write(std::string(kMock) + "[model]\narchitecture = \"t5\"\n"), {"model.activation=geglu"});
+  EXPECT_EQ(geglu.model.activation, "geglu");
+  auto gpt = train::load_config(write(kMock), {});
+  EXPECT_EQ(gpt.model.position_embedding_type, "learned_absolute");
+  EXPECT_EQ(gpt.model.normalization, "layernorm");
+  EXPECT_EQ(gpt.model.activation, "gelu");
+  EXPECT_TRUE(gpt.model.add_bias_linear);
+}
+
 TEST_F(ConfigTest, LaterCapabilitiesAreRejectedNotIgnored) {
-  auto msg = error_of(std::string(kMock) + "[model]\nactivation = \"relu\"\n");
-  EXPECT_NE(msg.find("model.activation = \"relu\" is not supported yet"), std::string::npos) << msg;
-  auto relative = error_of(kMock, {"model.position_embedding_type=\"relative\""});
-  EXPECT_NE(relative.find("model.position_embedding_type = \"relative\" is not supported yet"), std::string::npos)
-      << relative;
+  auto msg = error_of(std::string(kMock) + "[model]\nactivation = \"squared_relu\"\n");
+  EXPECT_NE(msg.find("model.activation = \"squared_relu\" is not supported yet"), std::string::npos) << msg;
+  // relu, geglu and relative positions load (T5 builds them); GPT and BERT reject them when built
+  // (model_seam_test, bert_test).
   auto moe = error_of(kMock, {"model.num_experts=4"});
   EXPECT_NE(moe.find("model.num_experts"), std::string::npos) << moe;
   EXPECT_NE(moe.find("not supported yet"), std::string::npos) << moe;

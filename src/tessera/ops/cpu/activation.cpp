@@ -59,6 +59,16 @@ void tanh_backward(const T* dout, const T* in, int64_t n, T* din) {
   }
 }
 
+template <typename T>
+void relu_forward(const T* in, int64_t n, T* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] > T(0) ? in[i] : T(0);
+}
+
+template <typename T>
+void relu_backward(const T* dout, const T* in, int64_t n, T* din) {
+  for (int64_t i = 0; i < n; ++i) din[i] = in[i] > T(0) ? dout[i] : T(0);
+}
+
 #define TESSERA_INSTANTIATE_ACTIVATION(name)                               \
   template void name##_forward<float>(const float*, int64_t, float*);    \
   template void name##_forward<double>(const double*, int64_t, double*); \
@@ -66,6 +76,7 @@ void tanh_backward(const T* dout, const T* in, int64_t n, T* din) {
   template void name##_backward<double>(const double*, const double*, int64_t, double*);
 TESSERA_INSTANTIATE_ACTIVATION(gelu_erf)
 TESSERA_INSTANTIATE_ACTIVATION(tanh)
+TESSERA_INSTANTIATE_ACTIVATION(relu)
 #undef TESSERA_INSTANTIATE_ACTIVATION
 
 template void gelu_forward<float>(const float*, int64_t, float*);

@@ -19,5 +19,10 @@ template <typename T>
 void tanh_forward(const T* in, int64_t n, T* out);
 template <typename T>
 void tanh_backward(const T* dout, const T* in, int64_t n, T* din);
+// relu(x) = max(x, 0); its derivative is taken as 0 at x = 0 (as torch's).
+template <typename T>
+void relu_forward(const T* in, int64_t n, T* out);
+template <typename T>
+void relu_backward(const T* dout, const T* in, int64_t n, T* din);
 
 }  // namespace tessera::ops::cpu

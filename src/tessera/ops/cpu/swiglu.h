@@ -10,5 +10,10 @@ void swiglu_forward(const T* in, int64_t count, T* out);
 // din: pairs (dgate, dup) x count, overwritten.
 template <typename T>
 void swiglu_backward(const T* dout, const T* in, int64_t count, T* din);
+// GeGLU: out[j] = gelu_tanh(in[2j]) * in[2j+1].
+template <typename T>
+void geglu_forward(const T* in, int64_t count, T* out);
+template <typename T>
+void geglu_backward(const T* dout, const T* in, int64_t count, T* din);
 
 }  // namespace tessera::ops::cpu
