@@ -6,8 +6,9 @@
 #include <cerrno>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <vector>
+
+#include "tessera/ckpt/block_workers.h"
 
 namespace tessera::ckpt {
 
@@ -15,7 +16,6 @@ namespace {
 
 constexpr size_t kChunk = size_t{256} << 10;        // stays in L2: checksummed before it is evicted
 constexpr size_t kBlocksPerThread = 2;               // a smaller tensor is not worth a thread
-constexpr unsigned kMaxThreads = 4;                  // page-cache copies stop scaling past a few cores
 
 // The file offset of a contiguous, allocated dataset stored in dtype's native type, or -1.
 int64_t direct_offset(hid_t dataset, DType dtype, size_t bytes) {
@@ -76,21 +76,16 @@ void h5_read_verified(hid_t file, hid_t dataset, DType dtype, void* out, size_t 
   auto* dst = static_cast<unsigned char*>(out);
   const size_t blocks = checksum_blocks(bytes);
   std::vector<uint64_t> sums(blocks);
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const size_t threads = std::min<size_t>({cores, kMaxThreads, std::max<size_t>(1, blocks / kBlocksPerThread)});
+  const size_t threads = std::min(block_worker_count(blocks), std::max<size_t>(1, blocks / kBlocksPerThread));
   // Contiguous runs of blocks per thread (sequential reads); the calling thread takes the first.
   std::vector<std::exception_ptr> errors(threads);
-  std::vector<std::thread> workers;
-  auto run = [&](size_t t) {
+  run_on_block_workers(threads, [&](size_t t) {
     try {
       read_blocks(fd, offset, dst, bytes, blocks * t / threads, blocks * (t + 1) / threads, sums.data());
     } catch (...) {
       errors[t] = std::current_exception();
     }
-  };
-  for (size_t t = 1; t < threads; ++t) workers.emplace_back(run, t);
-  run(0);
-  for (std::thread& w : workers) w.join();
+  });
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
   const uint64_t stored = static_cast<uint64_t>(h5_attr_int(dataset, "checksum8"));
