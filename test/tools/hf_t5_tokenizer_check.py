@@ -2,7 +2,10 @@
 T5 tokenizer on the GPU machine (transformers there; sentencepiece when the slow tokenizer is used).
 Usage: python3 test/tools/hf_t5_tokenizer_check.py [share/tokenizers/t5-austen/spiece.model]
 Exit 0 when every case equals the test's ids followed by </s> (1)."""
+import os
+import shutil
 import sys
+import tempfile
 
 import transformers
 
@@ -17,7 +20,11 @@ cases = {
 failures = 0
 for cls_name in ("T5Tokenizer", "T5TokenizerFast"):
     try:
-        tok = getattr(transformers, cls_name)(vocab_file=model, extra_ids=100, legacy=False)
+        # transformers 5 builds a tokenizer from a folder (converting spiece.model); a bare
+        # vocab_file argument gives an empty vocabulary there.
+        folder = tempfile.mkdtemp()
+        shutil.copy(model, os.path.join(folder, "spiece.model"))
+        tok = getattr(transformers, cls_name).from_pretrained(folder, extra_ids=100, legacy=False)
     except Exception as e:  # noqa: BLE001 - report which class could not be built, go on
         print(f"{cls_name}: not available here ({type(e).__name__}: {e})")
         continue
@@ -26,5 +33,14 @@ for cls_name in ("T5Tokenizer", "T5TokenizerFast"):
         ok = got == ids + [1]
         failures += 0 if ok else 1
         print(f"{cls_name} {'ok  ' if ok else 'DIFF'} {text[:40]!r}: {got if not ok else len(got)}")
+try:
+    import sentencepiece as spm  # the library HF's slow T5Tokenizer wraps
+    sp = spm.SentencePieceProcessor(model_file=model)
+    for text, ids in list(cases.items())[:2]:
+        got = sp.encode(text)
+        failures += 0 if got == ids else 1
+        print(f"sentencepiece {'ok  ' if got == ids else 'DIFF'} {text[:40]!r}: {got if got != ids else len(got)}")
+except ImportError:
+    print("sentencepiece (python): not installed here")
 print("hf_t5_tokenizer_check:", "PASS" if failures == 0 else f"{failures} differ")
 sys.exit(1 if failures else 0)

@@ -2,7 +2,8 @@
 // spiece.model, a 1000-piece unigram model trained with spm_train on the bundled Austen corpus with
 // T5's special ids (pad 0, eos 1, unk 2, no bos). The expected ids were derived independently of
 // libsentencepiece by test/tools/spm_unigram_reference.py (a hand-written protobuf reader and
-// unigram Viterbi) and agree with spm_encode; HF's T5Tokenizer gives these ids then </s> (1).
+// unigram Viterbi) and agree with spm_encode; HF's T5Tokenizer and T5TokenizerFast (transformers 5.17)
+// give these ids then </s> (1): test/tools/hf_t5_tokenizer_check.py, run on the GPU machine 2026-12-02.
 // Sentinels follow HF T5 (<extra_id_0> is the last id); detokenize inverts tokenize.
 #include <gtest/gtest.h>
 
