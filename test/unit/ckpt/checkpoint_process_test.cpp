@@ -108,11 +108,19 @@ TEST(CheckpointProcess, SigtermSavesWithinOneIterationAndExitsZero) {
   pid_t pid = start("--train-iters 100000 --set checkpoint.save=" + dir.string(), log);
   ASSERT_TRUE(wait_for([&] { return read_all(log).find("iteration 3/100000") != std::string::npos; }, 120s))
       << read_all(log);
+  // Freeze the trainer while reading its log, so that iterations finished between reading the log and
+  // sending the signal (a millisecond each here; a loaded machine can deschedule this test for longer)
+  // cannot count as lateness; then signal and let it go on.
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  int stop_status = 0;
+  ASSERT_EQ(waitpid(pid, &stop_status, WUNTRACED), pid);
+  ASSERT_TRUE(WIFSTOPPED(stop_status));
   std::string before = read_all(log);
   int64_t seen = 0;  // the last iteration logged when the signal is sent
   for (size_t at = before.find("iteration "); at != std::string::npos; at = before.find("iteration ", at + 1))
     if (before.compare(at + 10, 1, "0") >= 0 && before.compare(at + 10, 1, "9") <= 0) seen = std::stoll(before.substr(at + 10));
   ASSERT_EQ(kill(pid, SIGTERM), 0);
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
   EXPECT_EQ(wait_exit_code(pid), 0) << read_all(log);
   auto tracker = ckpt::read_tracker(dir);
   ASSERT_TRUE(tracker.has_value()) << read_all(log);
