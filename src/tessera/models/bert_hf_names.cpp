@@ -3,6 +3,7 @@
 #include <map>
 
 #include "tessera/core/error.h"
+#include "tessera/models/hf_config_fields.h"
 #include "tessera/models/vocab.h"
 
 namespace tessera::models {
@@ -70,25 +71,12 @@ std::vector<HfTensorName> megatron_bert_hf_names(const TransformerConfig& m) {
 
 namespace {
 
-bool has(const nlohmann::json& c, const char* key) { return c.contains(key) && !c[key].is_null(); }
+using hf_config::boolean;
+using hf_config::has;
+using hf_config::integer;
+using hf_config::number;
+using hf_config::toml_number;
 
-int64_t integer(const nlohmann::json& c, const std::string& path, const char* key) {
-  if (!has(c, key)) TESSERA_CONFIG_FAIL(path, ": missing field '", key, "'");
-  if (!c[key].is_number_integer()) TESSERA_CONFIG_FAIL(path, ": field '", key, "' must be an integer, got ", c[key].dump());
-  return c[key].get<int64_t>();
-}
-
-double number(const nlohmann::json& c, const std::string& path, const char* key, double fallback) {
-  if (!has(c, key)) return fallback;
-  if (!c[key].is_number()) TESSERA_CONFIG_FAIL(path, ": field '", key, "' must be a number, got ", c[key].dump());
-  return c[key].get<double>();
-}
-
-std::string toml_number(double v) {
-  std::string s = nlohmann::json(v).dump();
-  if (s.find_first_of(".eE") == std::string::npos) s += ".0";
-  return s;
-}
 
 }  // namespace
 
