@@ -1,8 +1,11 @@
 // Attention over a KV cache for generation (ops/cached_attention.h): one kernel appends the new
 // tokens' keys and values to the caches, a second runs one block per (new token, sequence, head,
-// split of the cache): the scores of the split's keys in shared memory (one key per thread, its row
-// read whole), a block-wide softmax, then the weighted sum of the values with the head dimension
-// across the threads (coalesced cache reads). With one split the block writes the output; with
+// split of the cache): the scores of the split's keys in shared memory, a block-wide softmax, then
+// the weighted sum of the values. When a head row splits into 16-byte vectors over a power of two
+// <= 32 threads (head_dim 64 or 128 in bf16/fp16, 32..128 in fp32) those threads read each key and
+// value row together (a shuffle sums the dot product; the value sums reduce over the warp, then the
+// warps); otherwise one thread reads a key row whole and the value pass spreads the head dimension
+// across the threads. With one split the block writes the output; with
 // several (decode of a small batch: too few (token, sequence, head) blocks to fill the GPU) each
 // writes its (max, sum, unnormalised output) to a workspace and a third kernel combines the splits
 // (flash-decoding). ALiBi adds -slope (i - j) to the score of query cache index i and key j. fp32
@@ -21,6 +24,33 @@ constexpr int kMaxHeadDim = 256;
 constexpr size_t kSharedBytes = 48 * 1024;
 constexpr int64_t kTargetBlocks = 2 * 132;  // about two blocks per SM of an H100 / H200
 constexpr int64_t kMinSplitKeys = 32;       // no split smaller than this many keys
+constexpr int kWarps = kThreads / 32;
+
+// Floats of the block's reduction area: the scalar path's per-thread sums, or the vector path's
+// per-warp value rows.
+__host__ __device__ constexpr int64_t sums_floats(int64_t hn) { return kThreads > kWarps * hn ? kThreads : kWarps * hn; }
+
+// The vector path: each key row read as 16-byte vectors by `lanes_per_key` threads (a power of two
+// <= 32, so a key's threads sit in one warp); 0 when the head does not split into such vectors.
+template <typename T>
+__host__ __device__ constexpr int64_t lanes_per_key(int64_t hn) {
+  const int64_t vec = 16 / static_cast<int64_t>(sizeof(T));
+  if (hn % vec != 0) return 0;
+  const int64_t lanes = hn / vec;
+  return (lanes <= 32 && (lanes & (lanes - 1)) == 0) ? lanes : 0;
+}
+
+template <typename T>
+struct Vec16 {  // 16 bytes of T as fp32
+  static constexpr int kN = 16 / sizeof(T);
+  float v[kN];
+  __device__ __forceinline__ void load(const T* p) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) v[k] = load_f(e + k);
+  }
+};
 
 __device__ __forceinline__ int64_t cached_tokens(const CachedAttentionArgs& a) {
   return a.past_device ? static_cast<int64_t>(*a.past_device) : a.past;
@@ -83,7 +113,7 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
   const int64_t n = j0 < keys ? (keys - j0 < chunk ? keys - j0 : chunk) : 0;
   float* q = shared;                   // [hn]
   float* sums = q + hn;                // [kThreads]
-  float* scores = sums + kThreads;     // [chunk]
+  float* scores = sums + sums_floats(hn);  // [chunk]
   const T* q_src = qkv + (s * a.batch + b) * width + g * (per_group + 2) * hn + (h % per_group) * hn;
   for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) q[e] = load_f(q_src + e) * a.softmax_scale;
   __syncthreads();
@@ -92,11 +122,34 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
   const uint8_t* mask = key_mask ? key_mask + b * a.capacity + j0 : nullptr;
   const float slope = alibi_slope(a.alibi_first_head + h, a.alibi_heads);
   float local_max = -INFINITY;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    float score = -INFINITY;
-    if (!mask || mask[i]) score = dot_row(q, k_base + i * row, hn) - slope * static_cast<float>(last - j0 - i);
-    scores[i] = score;
-    local_max = fmaxf(local_max, score);
+  constexpr int64_t kVec = Vec16<T>::kN;
+  const int64_t lanes = lanes_per_key<T>(hn);  // 0: the scalar path
+  if (lanes > 0) {  // lanes threads per key, each a 16-byte slice of its row; keys_per_pass keys a pass
+    const int64_t keys_per_pass = kThreads / lanes, sub = threadIdx.x % lanes;
+    for (int64_t i0 = 0; i0 < n; i0 += keys_per_pass) {  // uniform over the block: every lane shuffles
+      const int64_t i = i0 + threadIdx.x / lanes;
+      const bool live = i < n && (!mask || mask[i]);
+      float part = 0.0f;
+      if (live) {
+        Vec16<T> k;
+        k.load(k_base + i * row + sub * kVec);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) part += q[sub * kVec + e] * k.v[e];
+      }
+      for (int64_t off = lanes / 2; off > 0; off /= 2) part += __shfl_xor_sync(0xffffffffu, part, static_cast<int>(off));
+      if (i < n && sub == 0) {
+        const float score = live ? part - slope * static_cast<float>(last - j0 - i) : -INFINITY;
+        scores[i] = score;
+        local_max = fmaxf(local_max, score);
+      }
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      float score = -INFINITY;
+      if (!mask || mask[i]) score = dot_row(q, k_base + i * row, hn) - slope * static_cast<float>(last - j0 - i);
+      scores[i] = score;
+      local_max = fmaxf(local_max, score);
+    }
   }
   const float max_score = block_reduce<true>(local_max);
   T* o = out + r * hn;
@@ -116,11 +169,42 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
     local_sum += p;
   }
   const float sum = block_reduce<false>(local_sum);  // its __syncthreads also publishes scores
+  if (lanes > 0) {  // values: thread (key group, slice) sums its slice over keys group, group + groups, ...
+    const int64_t groups = kThreads / lanes, group = threadIdx.x / lanes, sub = threadIdx.x % lanes;
+    float acc[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
+    for (int64_t i = group; i < n; i += groups) {
+      const float p = scores[i];
+      if (p == 0.0f) continue;
+      Vec16<T> v;
+      v.load(v_base + i * row + sub * kVec);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[e] += p * v.v[e];
+    }
+    // The key groups of a warp (lanes apart), then the warps through shared memory.
+    for (int64_t off = lanes; off < 32; off *= 2)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], static_cast<int>(off));
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane < lanes)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) sums[warp * hn + sub * kVec + e] = acc[e];
+    __syncthreads();
+    for (int64_t d = threadIdx.x; d < hn; d += blockDim.x) {
+      float total = 0.0f;
+      for (int w = 0; w < kWarps; ++w) total += sums[w * hn + d];
+      if (part) part[d] = total;
+      else store_f(o + d, total / sum);
+    }
+    if (part && threadIdx.x == 0) part[hn] = max_score, part[hn + 1] = sum;
+    return;
+  }
   // Values: thread (group, d) sums keys group, group + groups, ... for dimensions d, d + hn', ...
-  const int64_t lanes = hn < blockDim.x ? hn : blockDim.x;
-  const int64_t groups = blockDim.x / lanes;
-  const int64_t group = threadIdx.x / lanes, lane = threadIdx.x % lanes;
-  for (int64_t d0 = 0; d0 < hn; d0 += lanes) {
+  const int64_t lanes_d = hn < blockDim.x ? hn : blockDim.x;
+  const int64_t groups = blockDim.x / lanes_d;
+  const int64_t group = threadIdx.x / lanes_d, lane = threadIdx.x % lanes_d;
+  for (int64_t d0 = 0; d0 < hn; d0 += lanes_d) {
     const int64_t d = d0 + lane;
     float acc0 = 0.0f, acc1 = 0.0f;
     if (group < groups && d < hn) {
@@ -136,7 +220,7 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
     __syncthreads();
     if (group == 0 && d < hn) {
       float total = 0.0f;
-      for (int64_t k = 0; k < groups; ++k) total += sums[k * lanes + lane];
+      for (int64_t k = 0; k < groups; ++k) total += sums[k * lanes_d + lane];
       if (part) part[d] = total;
       else store_f(o + d, total / sum);
     }
@@ -174,7 +258,7 @@ __global__ void combine_splits_kernel(const float* partial, int64_t hn, int64_t 
 }  // namespace
 
 int64_t cached_attention_max_capacity(int64_t head_dim) {  // scores of the whole cache in shared memory
-  return static_cast<int64_t>(kSharedBytes / sizeof(float)) - head_dim - kThreads;
+  return static_cast<int64_t>(kSharedBytes / sizeof(float)) - head_dim - sums_floats(head_dim);
 }
 
 int64_t cached_attention_splits(const CachedAttentionArgs& a) {
@@ -196,7 +280,7 @@ void cached_attention_forward(DType t, const void* qkv, const uint8_t* key_mask,
   // decode step (graph replays); each block takes ceil(keys / splits) keys of the step.
   const int64_t splits = a.workspace ? cached_attention_splits(a) : 1;
   const int64_t chunk = (a.capacity + splits - 1) / splits;
-  const size_t shared = static_cast<size_t>(a.head_dim + kThreads + chunk) * sizeof(float);
+  const size_t shared = static_cast<size_t>(a.head_dim + sums_floats(a.head_dim) + chunk) * sizeof(float);
   const unsigned rows = static_cast<unsigned>(a.tokens * a.batch * a.num_heads);
   float* partial = splits > 1 ? static_cast<float*>(a.workspace) : nullptr;
   TESSERA_DEVICE_FLOAT_SWITCH(

@@ -41,6 +41,34 @@ __global__ void layernorm_forward_kernel(const T* in, const T* weight, const T* 
   }
 }
 
+// Few rows (generation: one row per sequence): one block per row, so a row's reads spread over
+// kFewRowThreads threads instead of one warp; the same two-pass statistics.
+constexpr int kFewRowThreads = 256;
+constexpr int64_t kFewRows = 256;  // at most this many rows take the block-per-row kernel
+
+template <typename T, typename S>
+__global__ void layernorm_forward_few_rows_kernel(const T* in, const T* weight, const T* bias, float eps,
+                                                  int64_t hidden, T* out, S* mean_out, S* rstd_out) {
+  const int64_t row = blockIdx.x;
+  const T* x = in + row * hidden;
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) sum += load_f(x + j);
+  const float mean = block_reduce<false>(sum) / static_cast<float>(hidden);
+  float sq = 0.0f;
+  for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x) {
+    const float d = load_f(x + j) - mean;
+    sq += d * d;
+  }
+  const float rstd = rsqrtf(block_reduce<false>(sq) / static_cast<float>(hidden) + eps);
+  T* y = out + row * hidden;
+  for (int64_t j = threadIdx.x; j < hidden; j += blockDim.x)
+    store_f(y + j, (load_f(x + j) - mean) * rstd * load_f(weight + j) + load_f(bias + j));
+  if (threadIdx.x == 0) {
+    store_f(mean_out + row, mean);
+    store_f(rstd_out + row, rstd);
+  }
+}
+
 // column_sums: [2 hidden] fp32 (dweight then dbias); shared when kShared, else global scratch directly.
 // kSums false: din only (deterministic mode; the weight/bias sums come from layernorm_column_partials).
 template <typename T, typename S, bool kShared, bool kSums = true>
@@ -138,6 +166,14 @@ unsigned row_blocks(int64_t rows, int64_t per_sm) {
 void layernorm_forward(DType t, const void* in, const void* weight, const void* bias, double eps, int64_t rows,
                        int64_t hidden, void* out, DType stat_t, void* mean, void* rstd, cudaStream_t s) {
   if (rows == 0) return;
+  if (rows <= kFewRows && hidden >= 2 * kFewRowThreads) {
+    TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S,
+        layernorm_forward_few_rows_kernel<T, S><<<static_cast<unsigned>(rows), kFewRowThreads, 0, s>>>(
+            static_cast<const T*>(in), static_cast<const T*>(weight), static_cast<const T*>(bias),
+            static_cast<float>(eps), hidden, static_cast<T*>(out), static_cast<S*>(mean), static_cast<S*>(rstd))));
+    TESSERA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
   TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S,
       layernorm_forward_kernel<T, S><<<row_blocks(rows, 16), 32 * kRowsPerBlock, 0, s>>>(
           static_cast<const T*>(in), static_cast<const T*>(weight), static_cast<const T*>(bias),

@@ -204,6 +204,7 @@ int main() {
     cached_attention_case("hn8", t, 2, 4, 4, 8, 6, 3);
     cached_attention_case("gpt2-124m-b32", t, 32, 12, 12, 64, 128, 3);
     cached_attention_case("hn128", t, 2, 8, 8, 128, 40, 2);
+    cached_attention_case("hn96-scalar-path", t, 2, 4, 2, 96, 40, 2);  // bf16: 12 vector lanes, not a power of two
     cached_attention_case("split-b1", t, 1, 12, 12, 64, 300, 3);
     cached_attention_case("split-gqa-b2", t, 2, 8, 2, 128, 200, 3);
     cached_attention_case("alibi", t, 3, 4, 2, 64, 5, 4, 4, 0);
