@@ -93,6 +93,13 @@ void vocab_parallel_embedding_backward(DType t, const int32_t* ids, int64_t n, c
                                        int64_t vocab, int64_t hidden, DType g, void* dtable, cudaStream_t s,
                                        void* det_scratch = nullptr);
 
+// --- skinny_linear.cu: out[rows, n_out] = in[rows, k_in] weight[n_out, k_in]^T (+ bias[n_out]) for a few
+// rows (decode), bf16/f16, fp32 accumulation; skinny_linear_applies says when it takes the shape.
+constexpr int64_t kSkinnyMaxRows = 8;
+bool skinny_linear_applies(DType t, int64_t rows, int64_t k_in, const void* in, const void* weight);
+void skinny_linear_forward(DType t, const void* in, const void* weight, const void* bias, int64_t rows, int64_t n_out,
+                           int64_t k_in, void* out, cudaStream_t s);
+
 // --- bias_rows.cu: out[r, c] += bias[c] (same dtype t).
 void add_bias_rows(DType t, void* out, const void* bias, int64_t rows, int64_t cols, cudaStream_t s);
 

@@ -229,7 +229,8 @@ void test_layernorm() {
 
 void test_linear() {
   for (DType t : kDtypes)
-    for (auto [rows, in_f, out_f] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{5, 7, 3}, {64, 96, 80}, {256, 128, 384}, {512, 768, 2304}}) {
+    for (auto [rows, in_f, out_f] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{5, 7, 3}, {64, 96, 80}, {256, 128, 384}, {512, 768, 2304},
+                                                                                       {1, 1600, 4800}, {3, 6400, 1600}, {8, 72, 40}, {2, 1032, 17}}) {
       auto x = randn(rows * in_f, 1.0f, t), w = randn(out_f * in_f, 0.1f, t), b = randn(out_f, 0.5f, t),
            dy = randn(rows * out_f, 1.0f, t);
       std::unique_ptr<DeviceTensor> dx(upload(x, t, {rows, in_f})), dw(upload(w, t, {out_f, in_f})), db(upload(b, t, {out_f})),

@@ -1,6 +1,7 @@
 // CUDA layer ops behind the dispatchers: linear / matmul_nt (cuBLASLt, bias epilogue, wgrad into the
-// fp32 main grad with beta = 1), LayerNorm, attention (per-head strided-batched GEMMs on the Megatron
-// QKV layout + fused masked softmax), cross entropy and embedding (see ops_cuda.h).
+// fp32 main grad with beta = 1; the forward of up to 8 bf16/f16 rows by skinny_linear.cu), LayerNorm,
+// attention (per-head strided-batched GEMMs on the Megatron QKV layout + fused masked softmax), cross
+// entropy and embedding (see ops_cuda.h).
 #include <algorithm>
 #include <cmath>
 
@@ -40,6 +41,12 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
   if (bias.defined() && bias.data()) {
     detail::require_same_dtype(op, in, "in", bias, "bias");
     TESSERA_CHECK(bias.shape() == Shape{out_f}, op, ": bias must be [", out_f, "] or undefined, got ", bias.describe());
+  }
+  // A few rows (decode steps): one pass over the weight beats a GEMM library's tiles.
+  if (kernels::skinny_linear_applies(in.dtype(), rows, in_f, in.data(), weight.data())) {
+    kernels::skinny_linear_forward(in.dtype(), in.data(), weight.data(), bias.defined() ? bias.data() : nullptr, rows,
+                                   out_f, in_f, out.data(), stream());
+    return;
   }
   GemmDesc g;
   g.trans_b = true;
