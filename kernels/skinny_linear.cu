@@ -1,8 +1,8 @@
 // Linear forward for a few rows (decode: one row per sequence), bf16/f16: out[m, n] = in[m, :] .
 // weight[n, :] + bias[n] for m < rows <= kSkinnyMaxRows. A GEMM library's tiles are built for many
-// rows; with one to eight the work is reading the weight once, so each warp streams weight rows
-// (16-byte loads, several in flight) and dots them with all the input rows (cached in L1), fp32
-// accumulation, a warp-shuffle sum, then bias and the store.
+// rows; with one to eight the work is reading the weight once, so warps stream weight rows (16-byte
+// loads, up to eight in flight per lane; a long row split over up to eight warps) and dot them with
+// all the input rows (cached in L1), fp32 accumulation, warp-shuffle sums, then bias and the store.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
 
@@ -11,62 +11,78 @@ namespace tessera::kernels {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kUnroll = 4;  // 16-byte weight loads in flight per lane
+constexpr int kUnroll = 8;  // 16-byte weight loads in flight per lane
 
+// Warp w of a block takes output n = blockIdx.x * (8 / split) + w / split and the K part w % split of
+// it (split warps share a long row, so each lane has at most a few loads to wait for); the parts are
+// summed in part order through shared memory.
 template <typename T, int kRows>
-__global__ void skinny_linear_kernel(const T* in, const T* weight, const T* bias, int64_t n_out, int64_t k_in, T* out) {
+__global__ void skinny_linear_kernel(const T* in, const T* weight, const T* bias, int64_t n_out, int64_t k_in,
+                                     int split, T* out) {
   constexpr int kVec = 16 / sizeof(T);
-  const int lane = threadIdx.x & 31;
-  const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
-  if (n >= n_out) return;  // whole warps leave together
-  const T* w = weight + n * k_in;
+  __shared__ float partial[kWarpsPerBlock][kRows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / split) + warp / split;
+  const int part = warp % split;
+  const int64_t step = 32 * kVec;
+  const int64_t vectors = k_in / kVec, per_part = (vectors + split - 1) / split;
+  const int64_t k_begin = part * per_part * kVec, k_end = min(k_in, (part + 1) * per_part * kVec);
   float acc[kRows];
 #pragma unroll
   for (int m = 0; m < kRows; ++m) acc[m] = 0.0f;
-  const int64_t step = 32 * kVec;
-  int64_t k = lane * kVec;
-  for (; k + (kUnroll - 1) * step < k_in; k += kUnroll * step) {
-    uint4 wv[kUnroll];
+  if (n < n_out) {
+    const T* w = weight + n * k_in;
+    for (int64_t k0 = k_begin + lane * kVec; k0 < k_end; k0 += kUnroll * step) {
+      uint4 wv[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) wv[u] = __ldg(reinterpret_cast<const uint4*>(w + k + u * step));
+      for (int u = 0; u < kUnroll; ++u)
+        if (k0 + u * step < k_end) wv[u] = __ldg(reinterpret_cast<const uint4*>(w + k0 + u * step));
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const T* we = reinterpret_cast<const T*>(&wv[u]);
+      for (int u = 0; u < kUnroll; ++u) {
+        if (k0 + u * step >= k_end) break;
+        const T* we = reinterpret_cast<const T*>(&wv[u]);
 #pragma unroll
-      for (int m = 0; m < kRows; ++m) {
-        const uint4 xv = *reinterpret_cast<const uint4*>(in + m * k_in + k + u * step);
-        const T* xe = reinterpret_cast<const T*>(&xv);
+        for (int m = 0; m < kRows; ++m) {
+          const uint4 xv = *reinterpret_cast<const uint4*>(in + m * k_in + k0 + u * step);
+          const T* xe = reinterpret_cast<const T*>(&xv);
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) acc[m] += load_f(we + e) * load_f(xe + e);
+          for (int e = 0; e < kVec; ++e) acc[m] += load_f(we + e) * load_f(xe + e);
+        }
       }
-    }
-  }
-  for (; k < k_in; k += step) {
-    const uint4 wv = __ldg(reinterpret_cast<const uint4*>(w + k));
-    const T* we = reinterpret_cast<const T*>(&wv);
-#pragma unroll
-    for (int m = 0; m < kRows; ++m) {
-      const uint4 xv = *reinterpret_cast<const uint4*>(in + m * k_in + k);
-      const T* xe = reinterpret_cast<const T*>(&xv);
-#pragma unroll
-      for (int e = 0; e < kVec; ++e) acc[m] += load_f(we + e) * load_f(xe + e);
     }
   }
 #pragma unroll
   for (int m = 0; m < kRows; ++m) acc[m] = warp_sum(acc[m]);
-  if (lane == 0) {
+  if (lane == 0)
+#pragma unroll
+    for (int m = 0; m < kRows; ++m) partial[warp][m] = acc[m];
+  __syncthreads();
+  if (lane == 0 && part == 0 && n < n_out) {
     const float b = bias ? load_f(bias + n) : 0.0f;
 #pragma unroll
-    for (int m = 0; m < kRows; ++m) store_f(out + m * n_out + n, acc[m] + b);
+    for (int m = 0; m < kRows; ++m) {
+      float total = 0.0f;
+      for (int p = 0; p < split; ++p) total += partial[warp + p][m];
+      store_f(out + m * n_out + n, total + b);
+    }
   }
+}
+
+// Warps per output row: enough that each lane reads at most kUnroll vectors of it (1, 2, 4 or 8).
+int split_for(int64_t k_in, int64_t vec) {
+  int split = 1;
+  while (split < kWarpsPerBlock && k_in > split * 32 * vec * kUnroll) split *= 2;
+  return split;
 }
 
 template <typename T, int kRows>
 void launch(const void* in, const void* weight, const void* bias, int64_t n_out, int64_t k_in, void* out,
             cudaStream_t s) {
-  const unsigned blocks = static_cast<unsigned>((n_out + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const int split = split_for(k_in, 16 / sizeof(T));
+  const int64_t rows_per_block = kWarpsPerBlock / split;
+  const unsigned blocks = static_cast<unsigned>((n_out + rows_per_block - 1) / rows_per_block);
   skinny_linear_kernel<T, kRows><<<blocks, 32 * kWarpsPerBlock, 0, s>>>(
-      static_cast<const T*>(in), static_cast<const T*>(weight), static_cast<const T*>(bias), n_out, k_in,
+      static_cast<const T*>(in), static_cast<const T*>(weight), static_cast<const T*>(bias), n_out, k_in, split,
       static_cast<T*>(out));
 }
 
