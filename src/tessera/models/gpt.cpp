@@ -77,13 +77,16 @@ nn::MoeShape moe_shape(const TransformerConfig& c, int64_t layer) {
 }  // namespace
 
 GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dtype, Device device,
-                   std::vector<GPTChunkLayout> layouts, const parallel::TensorParallel& tp)
+                   std::vector<GPTChunkLayout> layouts, const parallel::TensorParallel& tp,
+                   const nn::ExpertParallel& ep)
     : config_(config), tp_(tp), vocab_size_(vocab_size), loss_(std::make_shared<const LmLoss>()) {
   const LayerSpec spec = require_gpt_layer_spec(config);
   if (config.num_experts > 0 && (device.is_cuda() || dtype != DType::f32))
     TESSERA_CONFIG_FAIL("model.num_experts = ", config.num_experts, " is not supported yet on ",
                         device.is_cuda() ? "training.device = cuda" : "the CPU in bf16 / fp16",
                         " (the MoE layer has CPU fp32 ops only: set training.device = cpu, training.precision = fp32)");
+  if (ep.size > 1 && config.num_experts == 0)
+    TESSERA_CONFIG_FAIL("parallel.expert_model_parallel_size = ", ep.size, " needs model.num_experts > 0");
   padded_vocab_ = models::padded_vocab_size(vocab_size, config.make_vocab_size_divisible_by, tp.size);
   const double std = config.init_method_std;
   const nn::TransformerLayerShape shape = layer_shape(config, spec);
@@ -115,7 +118,7 @@ GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dt
       const int first_param = static_cast<int>(store_.parameters().size());
       nn::TransformerLayerShape layer = shape;
       layer.moe = moe_shape(config, i);
-      chunk.layers.emplace_back(store_, "decoder.layers." + std::to_string(i), layer, tp);
+      chunk.layers.emplace_back(store_, "decoder.layers." + std::to_string(i), layer, tp, ep);
       chunk.layer_params.emplace_back(first_param, static_cast<int>(store_.parameters().size()));
     }
     chunks_.push_back(std::move(chunk));

@@ -63,7 +63,8 @@ class GPTModel : public StageModel {
   // self-attention (multi-head, grouped-query or multi-query) with learned absolute, rotary, ALiBi
   // or no positions, a GeLU or SwiGLU MLP, with or without linear biases, a tied or untied output layer.
   GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dtype, Device device,
-           std::vector<GPTChunkLayout> chunks = {GPTChunkLayout{}}, const parallel::TensorParallel& tp = {});
+           std::vector<GPTChunkLayout> chunks = {GPTChunkLayout{}}, const parallel::TensorParallel& tp = {},
+           const nn::ExpertParallel& ep = {});
   void initialize(uint64_t seed) override { store_.initialize(seed); }
   nn::ParameterStore& parameters() override { return store_; }
   const nn::ParameterStore& parameters() const override { return store_; }

@@ -14,7 +14,7 @@ void check_divisible(int64_t value, const char* key, int64_t tp);
 
 std::unique_ptr<StageModel> build_gpt(const ModelBuildArgs& a) {
   check_tensor_parallel_split(*a.config, a.tp, a.pipeline_size);
-  auto model = std::make_unique<GPTModel>(*a.config, a.vocab_size, a.dtype, a.device, a.chunks, a.tp);
+  auto model = std::make_unique<GPTModel>(*a.config, a.vocab_size, a.dtype, a.device, a.chunks, a.tp, a.ep);
   model->set_recompute(a.recompute);
   return model;
 }

@@ -22,6 +22,7 @@ struct ModelBuildArgs {
   Device device;
   std::vector<ChunkLayout> chunks{ChunkLayout{}};  // this rank's chunks (pipeline_chunk_layouts)
   parallel::TensorParallel tp;
+  nn::ExpertParallel ep;  // the expert_model group (mixture of experts)
   int pipeline_size = 1;
   nn::RecomputeConfig recompute;  // activation recomputation of the transformer layers
 };

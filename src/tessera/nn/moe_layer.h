@@ -21,6 +21,14 @@
 
 namespace tessera::nn {
 
+// Expert parallelism: the expert_model group; rank r holds experts [r E / size, (r + 1) E / size).
+// Tokens travel to their expert's rank and back by all-to-all (counts first, then the rows).
+struct ExpertParallel {
+  Communicator* comm = nullptr;  // null when size == 1
+  int size = 1;
+  int rank = 0;
+};
+
 struct MoeShape {
   int64_t num_experts = 0;
   int64_t expert_ffn_hidden_size = 0;
@@ -39,14 +47,19 @@ class MoeLayer {
     ops::Routing routing;
     ops::Permutation permutation;
     std::vector<int64_t> routed;  // slots per expert before dropping (the aux loss's counts)
-    std::vector<MLP::Saved> experts;
-    Tensor expert_out;  // [rows, h]
+    std::vector<MLP::Saved> experts;  // this rank's experts
+    Tensor expert_out;  // [rows, h] in permutation order (every expert's rows, back from their ranks)
+    // Expert parallelism: rows_per_expert of every EP rank [size][E], and the local experts' rows
+    // as they ran, [local expert][source rank] ([rows, h]).
+    std::vector<std::vector<int64_t>> ep_rows;
+    int64_t local_rows = 0;
     MLP::Saved shared;
     double aux_loss = 0, z_loss = 0;  // without coefficients
     int64_t dropped = 0;              // slots dropped over capacity
   };
   MoeLayer(ParameterStore& store, const std::string& name, int64_t hidden, const MoeShape& shape, double init_std,
-           double output_init_std, const parallel::TensorParallel& tp, const MlpOptions& mlp);
+           double output_init_std, const parallel::TensorParallel& tp, const MlpOptions& mlp,
+           const ExpertParallel& ep = {});
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved) const;
   Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved, double aux_loss_scale) const;
   const MoeShape& shape() const { return shape_; }
@@ -56,6 +69,11 @@ class MoeLayer {
   MoeShape shape_;
   ParameterStore* store_;
   int router_ = -1;
+  // rows [T_e, h] of the permutation -> the experts' outputs (forward) or input gradients (backward),
+  // the same order; with EP the rows travel to their experts' ranks and back.
+  Tensor run_experts(Arena& arena, const Tensor& rows, Saved& saved, bool backward) const;
+  ExpertParallel ep_;
+  int64_t first_expert_ = 0;  // global index of experts_[0]
   std::vector<MLP> experts_;
   std::unique_ptr<MLP> shared_;
 };

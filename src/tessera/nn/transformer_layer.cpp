@@ -7,7 +7,7 @@
 namespace tessera::nn {
 
 TransformerLayer::TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape,
-                                   const parallel::TensorParallel& tp)
+                                   const parallel::TensorParallel& tp, const ExpertParallel& ep)
     : name_(name),
       hidden_dropout_(shape.hidden_dropout),
       tp_(tp),
@@ -18,7 +18,7 @@ TransformerLayer::TransformerLayer(ParameterStore& store, const std::string& nam
            tp.sequence_parallel) {
   if (shape.moe.num_experts > 0)
     moe_ = std::make_unique<MoeLayer>(store, name + ".mlp", shape.attention.hidden_size, shape.moe, shape.init_std,
-                                      shape.output_init_std, tp, shape.mlp);
+                                      shape.output_init_std, tp, shape.mlp, ep);
   else
     mlp_ = std::make_unique<MLP>(store, name + ".mlp", shape.attention.hidden_size, shape.ffn_hidden_size,
                                  shape.init_std, shape.output_init_std, tp, shape.mlp);

@@ -33,7 +33,7 @@ class TransformerLayer {
     MoeLayer::Saved moe;  // a MoE layer's
   };
   TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape,
-                   const parallel::TensorParallel& tp = {});
+                   const parallel::TensorParallel& tp = {}, const ExpertParallel& ep = {});
   // positions: i32 [s*b] position ids (RoPE; undefined: 0..s-1), kept alive until backward.
   // document_ids: i32 [b, s] or undefined: the attention's document masks (SelfAttention::forward).
   // discard (selective recomputation, nn/recompute.h): where the activations the layer does not

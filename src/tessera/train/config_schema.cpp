@@ -128,7 +128,7 @@ const std::vector<KeySpec>& config_schema() {
       {"parallel", "distributed_timeout_minutes", VT::floating, 10.0,
        "a collective not complete after this many minutes ends the job naming the operation (0: wait forever)"},
       {"parallel", "expert_model_parallel_size", VT::integer, int64_t{1},
-       "EP size: ranks that share one MoE layer's experts (must divide model.num_experts)", kMoe, {int64_t{1}}},
+       "EP size: ranks that share one MoE layer's experts (must divide model.num_experts and the data-parallel size)"},
       {"parallel", "use_distributed_optimizer", VT::boolean, false, "shard optimizer state over DP (ZeRO-1)"},
       {"parallel", "recompute_granularity", VT::string, S("none"),
        "none | selective | full (activation recomputation; docs/recompute.md)", {},

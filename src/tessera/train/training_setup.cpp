@@ -77,6 +77,9 @@ std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device
   build.dtype = optim::model_param_dtype(t.precision);
   build.device = x.device;
   build.tp = x.tp;
+  if (x.context->grid().expert_model_size() > 1)
+    build.ep = {&x.context->group(GroupKind::expert_model), x.context->grid().expert_model_size(),
+                x.context->grid().expert_model_rank()};
   build.pipeline_size = x.context->pp_size();
   build.chunks = parallel::pipeline_chunk_layouts(x.config.model.num_layers, x.config.parallel, x.context->pp_size(),
                                                   x.context->pp_rank());
