@@ -108,11 +108,18 @@ TEST_P(MoeLayerGradient, BackwardMatchesFiniteDifferences) {
   EXPECT_EQ(store.find("mlp.router.weight").roles.reduce_group, nn::ReduceGroup::data);
 }
 
+std::string layer_case_name(const ::testing::TestParamInfo<LayerCase>& info) {
+  static const char* const names[] = {"gelu_softmax", "swiglu_sigmoid_shared", "capacity_dropping",
+                                      "capacity_padding_shared"};
+  return names[info.index];
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, MoeLayerGradient,
                          ::testing::Values(LayerCase{false, 0, 0.0, false, ops::RouterScore::softmax},
                                            LayerCase{true, 3, 0.0, false, ops::RouterScore::sigmoid},
                                            LayerCase{false, 0, 1.0, false, ops::RouterScore::softmax},
-                                           LayerCase{false, 3, 1.0, true, ops::RouterScore::softmax}));
+                                           LayerCase{false, 3, 1.0, true, ops::RouterScore::softmax}),
+                         layer_case_name);
 
 models::TransformerConfig tiny_moe_config() {
   auto config = test::tiny_model_config(2, 8, 2, 5, 0.0);
