@@ -59,5 +59,29 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if '"lm_loss"' in l]
 print(f"  single-rank: lm_loss {rows[0]['lm_loss']:.6f} -> {rows[-1]['lm_loss']:.6f}, "
       f"moe_aux_loss {rows[0]['moe_aux_loss']:.6f} -> {rows[-1]['moe_aux_loss']:.6f}")
 PY
+# With token dropping (capacity factor 1.0, padded to capacity, a shared expert, sigmoid routing):
+# capacity is per micro-batch, so EP=2 x DP=2 drops the same slots as one rank.
+dropping=(--set model.moe_expert_capacity_factor=1.0 --set model.moe_pad_expert_input_to_capacity=true
+  --set model.moe_shared_expert_intermediate_size=32 --set model.moe_router_score_function=\"sigmoid\")
+if [ $# -eq 0 ]; then
+  "$mpiexec" --oversubscribe --allow-run-as-root -np 1 "$train" "${common[@]}" "${dropping[@]}" \
+    --set logging.metrics_file=\"$work/drop-ref.jsonl\" >"$work/drop-ref.log" 2>&1 || fail "dropping: the single-rank run"
+  "$mpiexec" --oversubscribe --allow-run-as-root -np 4 "$train" "${common[@]}" "${dropping[@]}" \
+    --set parallel.expert_model_parallel_size=2 --set logging.metrics_file=\"$work/drop-ep2.jsonl\" \
+    >"$work/drop-ep2.log" 2>&1 || { tail -20 "$work/drop-ep2.log"; fail "dropping ep2_dp2: exited non-zero"; }
+  python3 "$check" "$work/drop-ep2.jsonl" --iterations 20 --reference "$work/drop-ref.jsonl" \
+    --tolerance lm_loss=1e-5 --tolerance moe_aux_loss=1e-5 --tolerance grad_norm=1e-5 >"$work/drop.check" 2>&1 ||
+    { cat "$work/drop.check"; fail "dropping ep2_dp2 differs from the single-rank run"; }
+  python3 - "$work/drop-ref.jsonl" "$work/drop-ep2.jsonl" <<'PY' || fail "dropping: dropped slots differ or none dropped"
+import json, sys
+def dropped(path):
+    return [r["moe_dropped_slots"] for r in map(json.loads, open(path)) if "lm_loss" in r]
+ref, ep2 = dropped(sys.argv[1]), dropped(sys.argv[2])
+assert ref == ep2, (ref[:2], ep2[:2])
+total = sum(sum(d.values()) for d in ref)
+assert total > 0, "no slot was dropped"
+print(f"dropping ep2_dp2: 20 iterations equal to the single-rank run, the same {total:.0f} slots dropped")
+PY
+fi
 [ $status -eq 0 ] && echo "moe layout parity: ok"
 exit $status
