@@ -9,6 +9,7 @@
 #include "models/tiny_gpt.h"
 #include "tessera/core/rng.h"
 #include "tessera/models/gpt.h"
+#include "tessera/models/model_registry.h"
 #include "tessera/nn/moe_layer.h"
 #include "tessera/train/trainer.h"
 
@@ -194,6 +195,19 @@ TEST(MoeGpt, BackwardMatchesFiniteDifferencesWithRouterLosses) {
     }
   }
   EXPECT_GT(checked, 40);
+}
+
+// FLOPs count the active expert parameters: top-k experts' FFNs per MoE layer.
+TEST(MoeGpt, ActiveExpertParametersForTheFlopCount) {
+  auto config = tiny_moe_config();
+  // h = 8, expert ffn 6, GeLU with biases: fc1 8 x 6 + 6, fc2 6 x 8 + 8 = 110 per expert; one MoE
+  // layer (0 of 2, moe_layer_freq 2) x top-2 = 220.
+  EXPECT_EQ(models::moe_active_expert_parameters(config), 220);
+  config.activation = "swiglu";  // fc1 doubles, without biases: 2 x (8 x 6) + 6 x 8 = 144 per expert
+  config.add_bias_linear = false;
+  EXPECT_EQ(models::moe_active_expert_parameters(config), 2 * 144);
+  config.num_experts = 0;
+  EXPECT_EQ(models::moe_active_expert_parameters(config), 0);
 }
 
 TEST(MoeGpt, RejectsWhatTheMoeLayerDoesNotRun) {
