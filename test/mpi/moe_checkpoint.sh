@@ -3,12 +3,14 @@
 # saves one model file per EP rank (mp_rank_00_000_000.h5, mp_rank_00_000_001.h5) and resumes
 # 11..20 at the same layout and, resharding on load, at EP=1 on one rank and EP=4 on 4 ranks; the
 # same with the distributed optimizer (its state sharded over DP for dense and expert-DP for expert
-# parameters), resumed at EP=2 x DP=2, EP=2 x DP=1 and on one rank. Every resumed lm_loss,
+# parameters), resumed at EP=2 x DP=2, EP=2 x DP=1 and on one rank; and tessera-convert reshard of
+# the EP=2 checkpoint to TP=2 (EP=1), resumed at TP=2 x EP=2 x DP=2. Every resumed lm_loss,
 # moe_aux_loss and grad_norm is within 1e-5 of the uninterrupted single-rank run's.
-# Usage: moe_checkpoint.sh MPIEXEC TESSERA_TRAIN
+# Usage: moe_checkpoint.sh MPIEXEC TESSERA_TRAIN [TESSERA_CONVERT]
 set -uo pipefail
 mpiexec="$1 --oversubscribe --allow-run-as-root"
 train=$2
+convert=${3:-$(dirname "$train")/tessera-convert}
 check=$(dirname "$0")/../tools/metrics_check.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -55,5 +57,12 @@ run resume_distopt_ep2 4 20 "$(ep 2) $distopt --set checkpoint.load=\"$work/ckpt
 run resume_distopt_ep2_dp2 2 20 "$(ep 2) $distopt --set checkpoint.load=\"$work/ckpt_distopt\"" &&
   compare resume_distopt_ep2_dp2 11
 run resume_distopt_ep1 1 20 "--set checkpoint.load=\"$work/ckpt_distopt\"" && compare resume_distopt_ep1 11
+"$convert" reshard --input "$work/ckpt" --output "$work/ckpt_tp2" --tensor-model-parallel-size 2 >"$work/reshard.log" 2>&1 ||
+  { cat "$work/reshard.log"; fail "tessera-convert reshard of the MoE checkpoint to TP=2"; }
+run resume_converted_tp2_ep2 8 20 "--tp 2 $(ep 2) --set checkpoint.load=\"$work/ckpt_tp2\"" && compare resume_converted_tp2_ep2 11
+rc=0
+"$convert" reshard --input "$work/ckpt" --output "$work/ckpt_ep4" --expert-model-parallel-size 4 >"$work/reshard_ep.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "not supported yet by tessera-convert reshard" "$work/reshard_ep.log" ||
+  fail "tessera-convert reshard --expert-model-parallel-size 4: exit $rc, expected 2 naming the option"
 [ $status -eq 0 ] && echo "moe checkpoint: ok"
 exit $status

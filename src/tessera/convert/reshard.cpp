@@ -43,9 +43,6 @@ ReshardResult reshard(const fs::path& input, std::optional<int64_t> iteration, c
   const int64_t vocab = stored_vocab_size(reader);
   const std::string toml = reader.config_toml();
   std::vector<std::string> keys = stored_keys(toml, {"model"}, common);
-  if (options.expert_model_parallel_size != 1)
-    TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", options.expert_model_parallel_size,
-                        ": this model has no experts");
   std::string saved_dtype = "f32";
   for (const auto& e : reader.tensors())
     if (e.kind == "param") saved_dtype = std::string(dtype_name(e.dtype));
@@ -62,6 +59,14 @@ ReshardResult reshard(const fs::path& input, std::optional<int64_t> iteration, c
     layout_keys["model.make_vocab_size_divisible_by"] = std::to_string(*options.make_vocab_size_divisible_by);
   for (const auto& [k, v] : layout_keys) keys.push_back(k + "=" + v);
   const train::Config config = conversion_config(keys, vocab);
+  if (options.expert_model_parallel_size != 1) {
+    if (config.model.num_experts == 0)
+      TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", options.expert_model_parallel_size,
+                          ": this model has no experts");
+    TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", options.expert_model_parallel_size,
+                        " is not supported yet by tessera-convert reshard (it writes EP = 1; tessera-train loads a "
+                        "checkpoint at any EP size: docs/moe.md)");
+  }
   const HfFamily& family = hf_family_for_architecture(config.model.architecture, common);
   const std::vector<models::CheckpointTensor> tensors = family.checkpoint_tensors(config, vocab);
 
