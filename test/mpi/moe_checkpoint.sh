@@ -4,7 +4,8 @@
 # 11..20 at the same layout and, resharding on load, at EP=1 on one rank and EP=4 on 4 ranks; the
 # same with the distributed optimizer (its state sharded over DP for dense and expert-DP for expert
 # parameters), resumed at EP=2 x DP=2, EP=2 x DP=1 and on one rank; and tessera-convert reshard of
-# the EP=2 checkpoint to TP=2 (EP=1), resumed at TP=2 x EP=2 x DP=2. Every resumed lm_loss,
+# the EP=2 checkpoints to TP=2 (EP=1) and TP=2 x EP=2 x DP=2, resumed at TP=2 x EP=2 (an EP that
+# does not divide the experts exits 2). Every resumed lm_loss,
 # moe_aux_loss and grad_norm is within 1e-5 of the uninterrupted single-rank run's.
 # Usage: moe_checkpoint.sh MPIEXEC TESSERA_TRAIN [TESSERA_CONVERT]
 set -uo pipefail
@@ -60,9 +61,20 @@ run resume_distopt_ep1 1 20 "--set checkpoint.load=\"$work/ckpt_distopt\"" && co
 "$convert" reshard --input "$work/ckpt" --output "$work/ckpt_tp2" --tensor-model-parallel-size 2 >"$work/reshard.log" 2>&1 ||
   { cat "$work/reshard.log"; fail "tessera-convert reshard of the MoE checkpoint to TP=2"; }
 run resume_converted_tp2_ep2 8 20 "--tp 2 $(ep 2) --set checkpoint.load=\"$work/ckpt_tp2\"" && compare resume_converted_tp2_ep2 11
+# The distributed-optimizer checkpoint (EP=2 x DP=2) rewritten at TP=2 x EP=2 x DP=2: one file per
+# (TP, EP) rank, each expert in its EP rank's files only; resumed at that layout on 4 ranks.
+"$convert" reshard --input "$work/ckpt_distopt" --output "$work/ckpt_tp2_ep2" --tensor-model-parallel-size 2 \
+  --expert-model-parallel-size 2 --data-parallel-size 2 >"$work/reshard_ep.log" 2>&1 ||
+  { cat "$work/reshard_ep.log"; fail "tessera-convert reshard to TP=2 x EP=2"; }
+files=$(cd "$work/ckpt_tp2_ep2/iter_0000010" && ls mp_rank_* | tr '\n' ' ')
+[ "$files" = "mp_rank_00_000_000.h5 mp_rank_00_000_001.h5 mp_rank_01_000_000.h5 mp_rank_01_000_001.h5 " ] ||
+  fail "tessera-convert reshard to TP=2 x EP=2 wrote: $files"
+run resume_converted_tp2_ep2_dp2 4 20 "--tp 2 $(ep 2) --set checkpoint.load=\"$work/ckpt_tp2_ep2\"" &&
+  compare resume_converted_tp2_ep2_dp2 11
 rc=0
-"$convert" reshard --input "$work/ckpt" --output "$work/ckpt_ep4" --expert-model-parallel-size 4 >"$work/reshard_ep.log" 2>&1 || rc=$?
-[ $rc -eq 2 ] && grep -q "not supported yet by tessera-convert reshard" "$work/reshard_ep.log" ||
-  fail "tessera-convert reshard --expert-model-parallel-size 4: exit $rc, expected 2 naming the option"
+"$convert" reshard --input "$work/ckpt" --output "$work/ckpt_ep3" --expert-model-parallel-size 3 \
+  --data-parallel-size 3 >"$work/reshard_ep3.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "expert_model_parallel_size = 3 must divide model.num_experts = 8" "$work/reshard_ep3.log" ||
+  fail "tessera-convert reshard --expert-model-parallel-size 3: exit $rc, expected 2 naming the key"
 [ $status -eq 0 ] && echo "moe checkpoint: ok"
 exit $status

@@ -64,19 +64,23 @@ std::vector<CheckpointTensor> gpt_checkpoint_tensors(const TransformerConfig& m,
         add(p + "pre_mlp_layernorm.weight", {h}, -1, stage);
         if (norm_bias) add(p + "pre_mlp_layernorm.bias", {h}, -1, stage);
         // An MLP's linears (nn::MLP): fc1 [gates x f, h] split on rows, fc2 [h, f] on columns.
-        auto mlp = [&](const std::string& prefix, int64_t f) {
+        auto mlp = [&](const std::string& prefix, int64_t f, int64_t expert) {
           const int64_t rows = (gated ? 2 : 1) * f;
+          const size_t first = tensors.size();
           add(prefix + "linear_fc1.weight", {rows, h}, 0, stage);
           if (bias) add(prefix + "linear_fc1.bias", {rows}, 0, stage);
           add(prefix + "linear_fc2.weight", {h, f}, 1, stage);
           if (bias) add(prefix + "linear_fc2.bias", {h}, -1, stage);
+          for (size_t i = first; i < tensors.size(); ++i) tensors[i].expert = expert;
         };
         if (m.is_moe_layer(l)) {  // nn::MoeLayer: router, experts (global index), shared expert
           add(p + "mlp.router.weight", {m.num_experts, h}, -1, stage);
-          for (int64_t e = 0; e < m.num_experts; ++e) mlp(p + "mlp.experts." + std::to_string(e) + ".", m.expert_ffn_hidden_size());
-          if (m.moe_shared_expert_intermediate_size > 0) mlp(p + "mlp.shared_experts.", m.moe_shared_expert_intermediate_size);
+          for (int64_t e = 0; e < m.num_experts; ++e)
+            mlp(p + "mlp.experts." + std::to_string(e) + ".", m.expert_ffn_hidden_size(), e);
+          if (m.moe_shared_expert_intermediate_size > 0)
+            mlp(p + "mlp.shared_experts.", m.moe_shared_expert_intermediate_size, -1);
         } else {
-          mlp(p + "mlp.", ffn);
+          mlp(p + "mlp.", ffn, -1);
         }
       }
       if (chunk.has_head) {
