@@ -332,7 +332,7 @@ void GPTModel::record_moe_stats(const Chunk& chunk, const GPTInputs& in, const G
   }
   for (size_t i = 0; i < chunk.layers.size() && i < acts.layers.layers.size(); ++i) {
     const nn::MoeLayer::Saved& saved = acts.layers.layers[i].moe;
-    if (!chunk.layers[i].moe() || saved.routing.tokens == 0) continue;
+    if (!chunk.layers[i].moe() || saved.routed.empty()) continue;
     const auto layer = static_cast<size_t>(chunk.layout.first_layer) + i;
     moe_stats_.aux_loss[layer] += saved.aux_loss * in.denominator;
     moe_stats_.z_loss[layer] += saved.z_loss * in.denominator;

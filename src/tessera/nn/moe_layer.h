@@ -56,6 +56,14 @@ class MoeLayer {
     MLP::Saved shared;
     double aux_loss = 0, z_loss = 0;  // without coefficients
     int64_t dropped = 0;              // slots dropped over capacity
+    // The router statistics above (routed, aux_loss, z_loss, dropped) of another Saved, without its
+    // activations (a fully recomputed layer's: nn/recompute.h).
+    void keep_statistics_of(const Saved& other) {
+      routed = other.routed;
+      aux_loss = other.aux_loss;
+      z_loss = other.z_loss;
+      dropped = other.dropped;
+    }
   };
   MoeLayer(ParameterStore& store, const std::string& name, int64_t hidden, const MoeShape& shape, double init_std,
            double output_init_std, const parallel::TensorParallel& tp, const MlpOptions& mlp,

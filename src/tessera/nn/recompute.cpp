@@ -119,9 +119,12 @@ Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& a
     saved.run_inputs[r] = x;
     work_.reset();
     TransformerLayer::Saved discarded;
-    for (int64_t i = run.begin; i < run.end; ++i)
+    for (int64_t i = run.begin; i < run.end; ++i) {
       x = layers[static_cast<size_t>(i)].forward(work_, x, seq, batch, key_padding_mask, dropout, discarded, positions,
                                                  document_ids);
+      // A MoE layer's router statistics (losses, loads) outlive its activations: the model logs them.
+      saved.layers[static_cast<size_t>(i)].moe.keep_statistics_of(discarded.moe);
+    }
     x = copy_into(arena, x);  // the next run's input (or the chunk's output) outlives the scratch
   }
   return x;

@@ -232,9 +232,6 @@ void check_moe_keys(const models::TransformerConfig& m, const ParallelConfig& p,
           "CPU ops only; docs/moe.md)");
   require(!p.sequence_parallel, src,
           "model.num_experts = " + experts + " is not supported yet with parallel.sequence_parallel = true");
-  require(p.recompute_granularity != "full", src,
-          "model.num_experts = " + experts + " is not supported yet with parallel.recompute_granularity = " +
-              p.recompute_granularity + " (use none or selective)");
 }
 
 }  // namespace

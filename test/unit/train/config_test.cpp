@@ -161,7 +161,6 @@ TEST_F(ConfigTest, MoeKeysLoadAndBadValuesNameTheKey) {
       {{"model.num_experts=4", "training.device=cuda"}, "model.num_experts = 4 is not supported yet with training.device = cuda"},
       {{"model.num_experts=4", "parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true"},
        "parallel.sequence_parallel"},
-      {{"model.num_experts=4", "parallel.recompute_granularity=full"}, "parallel.recompute_granularity = full"},
   };
   for (const auto& [overrides, message] : bad) {
     auto msg = error_of(kMock, overrides);
