@@ -8,6 +8,8 @@
 // The load-balancing and z-losses (ops/moe_aux_loss.h) are computed in forward (kept in Saved for
 // the logs); backward adds their gradients, scaled by the coefficients and by aux_loss_scale (the
 // weight of this micro-batch's layer losses in the step's objective), to the router's.
+// Under sequence parallelism the input and output hold this rank's s*b/tp tokens; the layer works
+// on the gathered s*b tokens (the same routing, losses and loads as without SP).
 // Parameter names: <name>.router.weight, <name>.experts.<e>.linear_fc1/2.*, <name>.shared_experts.*
 // (e: the global expert index); expert parameters reduce over the expert-data group.
 #pragma once
@@ -75,6 +77,9 @@ class MoeLayer {
  private:
   std::string name_;
   MoeShape shape_;
+  // Sequence parallelism: the layer all-gathers the TP group's tokens and routes all of them (its
+  // experts split over TP as without SP), then keeps this rank's rows of the output.
+  parallel::TensorParallel tp_;
   ParameterStore* store_;
   int router_ = -1;
   // rows [T_e, h] of the permutation -> the experts' outputs (forward) or input gradients (backward),

@@ -230,8 +230,6 @@ void check_moe_keys(const models::TransformerConfig& m, const ParallelConfig& p,
   require(t.device != "cuda", src,
           "model.num_experts = " + experts + " is not supported yet with training.device = cuda (the MoE layer has "
           "CPU ops only; docs/moe.md)");
-  require(!p.sequence_parallel, src,
-          "model.num_experts = " + experts + " is not supported yet with parallel.sequence_parallel = true");
 }
 
 }  // namespace
