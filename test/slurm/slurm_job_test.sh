@@ -187,15 +187,28 @@ case $CASE in
     ;;
 
   train_moe_layout)
-    # tessera-train has no mixture of experts yet: train-moe.sbatch must stop with the trainer's
-    # reason (exit 2) before srun; a dense config is refused by train-moe.sbatch, EP by train-gpt.sbatch
-    submit_and_wait jid -N1 -n4 --ntasks-per-node=4 "${CPU_OPTS[@]}" "$JOBS/train-moe.sbatch" "$CONFIGS/tiny-moe.toml"
-    expect_state "$jid" FAILED 2:0
-    expect_out "$jid" "model.num_experts = 4 is not supported yet"
-    expect_out "$jid" "tessera-train rejected the config"
-    expect_no_out "$jid" "launch: srun"
+    # EP=2 x DP=4 on 4 CPU ranks (expert-DP 2): train-moe.sbatch checks and prints the layout, srun
+    # trains, and the lm_loss sequence equals the single-rank EP=1 run's within 1e-5; layouts that do
+    # not fit exit 2 before srun (EP not dividing num_experts: tessera-train's check; EP not dividing
+    # DP: the template's); a dense config is refused by train-moe.sbatch, EP by train-gpt.sbatch
+    submit_and_wait jid -N1 -n4 --ntasks-per-node=4 "${CPU_OPTS[@]}" "$JOBS/train-moe.sbatch" "$CONFIGS/tiny-moe.toml" \
+      --set logging.metrics_file=metrics.jsonl
+    expect_state "$jid" COMPLETED 0:0
+    expect_out "$jid" "TP=1 PP=1 DP=4 EP=2 experts=4 \(experts/rank=2, expert-DP=2\)"
+    expect_out "$jid" "launch: srun --mpi=pmix --ntasks=4 --kill-on-bad-exit=1 $BIN/tessera-train "
+    expect_out "$jid" "moe_aux_loss"
+    expect_out "$jid" "step finished with exit code 0"
+    metrics_check "$WORK/metrics.jsonl" 5
+    direct_mpirun 1 direct.log --config "$CONFIGS/tiny-moe.toml" --set logging.metrics_file=direct.jsonl \
+      --set parallel.expert_model_parallel_size=1
+    same_lm_loss "$WORK/metrics.jsonl" "$WORK/direct.jsonl" 5 "the 4-rank MoE job (EP=2 x DP=4) vs one rank" 1e-5
+    dry_run_fails 4 "parallel.expert_model_parallel_size = 3 must divide model.num_experts = 4" \
+      "$JOBS/train-moe.sbatch" "$CONFIGS/tiny-moe.toml" --set parallel.expert_model_parallel_size=3
+    dry_run_fails 2 "data-parallel size 2 .* is not divisible by expert_model_parallel_size 4" \
+      "$JOBS/train-moe.sbatch" "$CONFIGS/tiny-moe.toml" --set parallel.expert_model_parallel_size=4
     dry_run_fails 4 "train-moe.sbatch needs model.num_experts >= 1 \(got '0'\)" "$JOBS/train-moe.sbatch" "$CONFIGS/tiny-gpt.toml"
-    pass "MoE config rejected by tessera-train before srun; dense config rejected by train-moe.sbatch"
+    dry_run_fails 4 "use train-moe.sbatch for expert parallelism" "$JOBS/train-gpt.sbatch" "$CONFIGS/tiny-moe.toml"
+    pass "train-moe.sbatch trained the MoE GPT 5 iterations on 4 ranks (EP=2 x DP=4) equal to one rank; bad EP layouts refused before srun"
     ;;
 
   preprocess_np2)

@@ -65,7 +65,8 @@ std::vector<std::string> CheckpointReader::expected_files() const {
       for (c.ep_rank = 0; c.ep_rank < c.ep_size; ++c.ep_rank) {
         names.push_back(model_shard_file_name(c));
         if (has_optimizer_ && optimizer_scalars_.distributed)
-          for (c.dp_rank = 0; c.dp_rank < c.dp_size; ++c.dp_rank) names.push_back(distributed_optimizer_file_name(c));
+          for (c.dp_rank = 0; c.dp_rank < c.dp_size; ++c.dp_rank)
+            if (c.dp_rank % c.ep_size == c.ep_rank) names.push_back(distributed_optimizer_file_name(c));  // EP's DP ranks
       }
   return names;
 }

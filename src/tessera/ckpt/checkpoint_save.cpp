@@ -266,7 +266,9 @@ void write_save_files(const SaveRequest& r, const PreparedSave& prepared) {
   const Buffer& all = *prepared.rank_table;
   const ShardCoordinates& c = r.coords;
   const bool distributed = r.optimizer && r.optimizer->distributed;
-  if (c.dp_rank == 0) {
+  // One model file per (TP, PP, EP) shard: the first DP rank of each EP rank (dp_rank = ep_rank + EP x
+  // expert-data rank in Megatron's grid, so these are the DP ranks below EP).
+  if (c.dp_rank < c.ep_size) {
     fs::path path = tmp / model_shard_file_name(c);
     H5Id file = h5_create_file(path.string());
     write_header(file.get(), r);

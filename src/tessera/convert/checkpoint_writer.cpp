@@ -97,9 +97,21 @@ CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t iteration, const
       with_optimizer_(with_optimizer),
       ranks_(ranks) {
   ckpt::h5_quiet();
-  TESSERA_CHECK(layout.tp >= 1 && layout.pp >= 1 && layout.dp >= 1 && layout.ep == 1, "target layout TP=", layout.tp,
-                " PP=", layout.pp, " DP=", layout.dp, " EP=", layout.ep, " (expert parallelism needs MoE models)");
+  TESSERA_CHECK(layout.tp >= 1 && layout.pp >= 1 && layout.dp >= 1 && layout.ep >= 1, "target layout TP=", layout.tp,
+                " PP=", layout.pp, " DP=", layout.dp, " EP=", layout.ep);
   if (layout_.dp == 1) layout_.distributed_optimizer = false;
+  if (layout.ep > 1) {
+    if (layout.num_experts <= 0 || layout.num_experts % layout.ep != 0)
+      TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", layout.ep, " must divide model.num_experts = ",
+                          layout.num_experts, " (expert parallelism needs a MoE model)");
+    if (layout.dp % layout.ep != 0)
+      TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", layout.ep, " must divide the data-parallel size ", layout.dp,
+                          " (--data-parallel-size)");
+    if (layout_.distributed_optimizer && with_optimizer)
+      TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", layout.ep,
+                          " with the distributed optimizer's files is not supported yet by tessera-convert; write "
+                          "without --use-distributed-optimizer (tessera-train reshards the state on load)");
+  }
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir)) TESSERA_CONFIG_FAIL("cannot create output folder ", dir.string(), ": ", ec.message());
@@ -117,17 +129,22 @@ CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t iteration, const
   const int world = layout_.tp * layout_.pp * layout_.dp;
   for (int pp = 0; pp < layout_.pp; ++pp)
     for (int tp = 0; tp < layout_.tp; ++tp) {
-      ckpt::ShardCoordinates c{tp, layout_.tp, pp, layout_.pp, 0, 1, 0, layout_.dp, 0, world};
-      c.world_rank = tp + layout_.tp * layout_.dp * pp;
-      auto f = std::make_unique<File>();
-      f->mine = ranks_.owns(model_files_.size());
-      f->path = (tmp_ / ckpt::model_shard_file_name(c)).string();
-      f->coords = c;
-      if (f->mine) {
-        f->file = ckpt::h5_create_file(f->path);
-        write_header(f->file.get(), iteration, c, params_dtype, layout_.distributed_optimizer && with_optimizer);
+      ckpt::ShardCoordinates c{tp, layout_.tp, pp, layout_.pp, 0, layout_.ep, 0, layout_.dp, 0, world};
+      for (int ep = 0; ep < layout_.ep; ++ep) {  // written by the first DP rank of each EP rank: dp = ep
+        c.ep_rank = ep;
+        c.dp_rank = ep;
+        c.world_rank = tp + layout_.tp * (ep + layout_.dp * pp);
+        auto f = std::make_unique<File>();
+        f->mine = ranks_.owns(model_files_.size());
+        f->path = (tmp_ / ckpt::model_shard_file_name(c)).string();
+        f->coords = c;
+        if (f->mine) {
+          f->file = ckpt::h5_create_file(f->path);
+          write_header(f->file.get(), iteration, c, params_dtype, layout_.distributed_optimizer && with_optimizer);
+        }
+        model_files_.push_back(std::move(f));
       }
-      model_files_.push_back(std::move(f));
+      c.ep_rank = 0;
       if (!(with_optimizer && layout_.distributed_optimizer)) continue;
       for (int dp = 0; dp < layout_.dp; ++dp) {
         c.dp_rank = dp;
@@ -155,18 +172,28 @@ CheckpointWriter::~CheckpointWriter() {
   if (ranks_.leader()) fs::remove_all(tmp_, ec);  // never leave a half-written checkpoint behind
 }
 
+std::vector<int> CheckpointWriter::ep_holders(const models::CheckpointTensor& t) const {
+  if (t.expert < 0 || layout_.ep == 1) {
+    std::vector<int> all(static_cast<size_t>(layout_.ep));
+    for (int e = 0; e < layout_.ep; ++e) all[static_cast<size_t>(e)] = e;
+    return all;
+  }
+  return {static_cast<int>(t.expert / (layout_.num_experts / layout_.ep))};
+}
+
 bool CheckpointWriter::wants(const models::CheckpointTensor& t) const {
   for (int stage : t.stages)
     for (int tp = 0; tp < layout_.tp; ++tp) {
-      if (model_files_.at(static_cast<size_t>(stage * layout_.tp + tp))->mine) return true;
+      for (int ep : ep_holders(t))
+        if (model_files_.at(static_cast<size_t>((stage * layout_.tp + tp) * layout_.ep + ep))->mine) return true;
       for (int dp = 0; dp < layout_.dp && with_optimizer_ && layout_.distributed_optimizer; ++dp)
         if (optimizer_files_.at(static_cast<size_t>((stage * layout_.tp + tp) * layout_.dp + dp))->mine) return true;
     }
   return false;
 }
 
-CheckpointWriter::File& CheckpointWriter::model_file(int tp, int pp) {
-  return *model_files_.at(static_cast<size_t>(pp * layout_.tp + tp));
+CheckpointWriter::File& CheckpointWriter::model_file(int tp, int pp, int ep) {
+  return *model_files_.at(static_cast<size_t>((pp * layout_.tp + tp) * layout_.ep + ep));
 }
 
 CheckpointWriter::File& CheckpointWriter::optimizer_file(int tp, int pp, int dp) {
@@ -222,7 +249,7 @@ void CheckpointWriter::write_param(const models::CheckpointTensor& t, const floa
   for (int stage : t.stages)
     for (int tp = 0; tp < layout_.tp; ++tp) {
       const int64_t n = shape_numel(t.global_shape) / (t.split_axis >= 0 ? layout_.tp : 1);
-      write_piece(model_file(tp, stage), "model", t, tp, global, params_dtype_, 0, n);
+      for (int ep : ep_holders(t)) write_piece(model_file(tp, stage, ep), "model", t, tp, global, params_dtype_, 0, n);
     }
 }
 
@@ -233,7 +260,8 @@ void CheckpointWriter::write_optimizer(const std::string& kind, const models::Ch
   for (int stage : t.stages)
     for (int tp = 0; tp < layout_.tp; ++tp) {
       if (!layout_.distributed_optimizer) {
-        write_piece(model_file(tp, stage), "optimizer/" + kind, t, tp, global, DType::f32, 0, n);
+        for (int ep : ep_holders(t))
+          write_piece(model_file(tp, stage, ep), "optimizer/" + kind, t, tp, global, DType::f32, 0, n);
         continue;
       }
       // Any contiguous cover of each shard is valid (readers concatenate the slices): DP rank d
@@ -282,7 +310,7 @@ fs::path CheckpointWriter::commit(const CommonInfo& info) {
   const fs::path common_path = tmp_ / ckpt::kCommonFile;
   H5Id file = ckpt::h5_create_file(common_path.string());
   const int world = layout_.tp * layout_.pp * layout_.dp;
-  ckpt::ShardCoordinates c0{0, layout_.tp, 0, layout_.pp, 0, 1, 0, layout_.dp, 0, world};
+  ckpt::ShardCoordinates c0{0, layout_.tp, 0, layout_.pp, 0, layout_.ep, 0, layout_.dp, 0, world};
   write_header(file.get(), iteration_, c0, params_dtype_, layout_.distributed_optimizer && with_optimizer_);
   const auto& p = info.progress;
   H5Id progress = ckpt::h5_create_group(file.get(), "progress");
@@ -297,7 +325,7 @@ fs::path CheckpointWriter::commit(const CommonInfo& info) {
   std::vector<int64_t> table;  // world_rank, tp_rank, pp_rank, dp_rank, ep_rank, seed (TP fastest, then DP, PP)
   for (int r = 0; r < world; ++r)
     for (int64_t v : {int64_t{r}, int64_t{r % layout_.tp}, int64_t{r / (layout_.tp * layout_.dp)},
-                      int64_t{(r / layout_.tp) % layout_.dp}, int64_t{0}, p.seed})
+                      int64_t{(r / layout_.tp) % layout_.dp}, int64_t{((r / layout_.tp) % layout_.dp) % layout_.ep}, p.seed})
       table.push_back(v);
   ckpt::h5_write_tensor(rng.get(), "ranks", Tensor(table.data(), DType::i64, {world, 6}));
   H5Id scheduler = ckpt::h5_create_group(file.get(), "scheduler");

@@ -22,6 +22,9 @@ namespace tessera::convert {
 struct TargetLayout {
   int tp = 1, pp = 1, ep = 1, dp = 1;
   bool distributed_optimizer = false;  // optimizer slices in distrib_optim_* files (only when dp > 1)
+  // ep > 1 (MoE): one model file per (TP, PP, EP) rank, mp_rank_TT_PPP_EEE; an expert's tensors
+  // (CheckpointTensor::expert) go to the file of EP rank expert / (num_experts / ep) only.
+  int64_t num_experts = 0;
 };
 
 struct CommonInfo {
@@ -55,7 +58,8 @@ class CheckpointWriter {
 
  private:
   struct File;
-  File& model_file(int tp, int pp);
+  File& model_file(int tp, int pp, int ep = 0);
+  std::vector<int> ep_holders(const models::CheckpointTensor& t) const;  // EP ranks whose files hold t
   File& optimizer_file(int tp, int pp, int dp);
   void write_piece(File& file, const std::string& group, const models::CheckpointTensor& t, int tp_rank,
                    const float* global, DType dtype, int64_t flat_offset, int64_t count);

@@ -32,7 +32,8 @@ int64_t inspect(const fs::path& path, std::optional<int64_t> iteration, std::ost
   ckpt::CheckpointReader reader(folder);
   const auto& l = reader.saved_layout();
   out << "Tessera checkpoint " << folder.string() << " (iteration " << reader.iteration() << ", TP=" << l.tp_size
-      << " PP=" << l.pp_size << " DP=" << l.dp_size << ", optimizer state: "
+      << " PP=" << l.pp_size << " DP=" << l.dp_size << (l.ep_size > 1 ? " EP=" + std::to_string(l.ep_size) : "")
+      << ", optimizer state: "
       << (reader.has_optimizer() ? (reader.optimizer_scalars().distributed ? "distributed" : "yes") : "no") << ")\n";
   for (const auto& [key, value] : reader.model_info()) out << "  " << key << " = " << value << "\n";
   out << std::left << std::setw(12) << "kind" << std::setw(52) << "name" << std::setw(16) << "global shape"

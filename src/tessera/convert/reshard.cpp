@@ -43,9 +43,6 @@ ReshardResult reshard(const fs::path& input, std::optional<int64_t> iteration, c
   const int64_t vocab = stored_vocab_size(reader);
   const std::string toml = reader.config_toml();
   std::vector<std::string> keys = stored_keys(toml, {"model"}, common);
-  if (options.expert_model_parallel_size != 1)
-    TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", options.expert_model_parallel_size,
-                        ": this model has no experts");
   std::string saved_dtype = "f32";
   for (const auto& e : reader.tensors())
     if (e.kind == "param") saved_dtype = std::string(dtype_name(e.dtype));
@@ -54,6 +51,7 @@ ReshardResult reshard(const fs::path& input, std::optional<int64_t> iteration, c
   std::map<std::string, std::string> layout_keys = {
       {"parallel.tensor_model_parallel_size", std::to_string(options.tensor_model_parallel_size)},
       {"parallel.pipeline_model_parallel_size", std::to_string(options.pipeline_model_parallel_size)},
+      {"parallel.expert_model_parallel_size", std::to_string(options.expert_model_parallel_size)},
       {"parallel.num_layers_per_virtual_pipeline_stage", std::to_string(options.num_layers_per_virtual_pipeline_stage)},
       {"parallel.pipeline_layer_split", "\"\""},
       {"parallel.use_distributed_optimizer", options.use_distributed_optimizer ? "true" : "false"},
@@ -62,13 +60,18 @@ ReshardResult reshard(const fs::path& input, std::optional<int64_t> iteration, c
     layout_keys["model.make_vocab_size_divisible_by"] = std::to_string(*options.make_vocab_size_divisible_by);
   for (const auto& [k, v] : layout_keys) keys.push_back(k + "=" + v);
   const train::Config config = conversion_config(keys, vocab);
+  if (options.expert_model_parallel_size != 1 && config.model.num_experts == 0)
+    TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", options.expert_model_parallel_size,
+                        ": this model has no experts");
   const HfFamily& family = hf_family_for_architecture(config.model.architecture, common);
   const std::vector<models::CheckpointTensor> tensors = family.checkpoint_tensors(config, vocab);
 
   const bool optimizer = reader.has_optimizer() && !no_optim;
   TargetLayout target{static_cast<int>(options.tensor_model_parallel_size),
-                      static_cast<int>(options.pipeline_model_parallel_size), 1,
-                      static_cast<int>(options.data_parallel_size), options.use_distributed_optimizer};
+                      static_cast<int>(options.pipeline_model_parallel_size),
+                      static_cast<int>(options.expert_model_parallel_size),
+                      static_cast<int>(options.data_parallel_size), options.use_distributed_optimizer,
+                      config.model.num_experts};
   CheckpointWriter writer(output, reader.iteration(), target, dtype, optimizer, ranks);
   ReshardResult result;
   for (const models::CheckpointTensor& t : tensors) {

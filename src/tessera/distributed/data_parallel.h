@@ -15,7 +15,11 @@ enum class GradReduction { all_reduce, reduce_scatter };
 class DataParallelGradReducer {
  public:
   // data_group: the DP communicator (its size must match the buffer's data_parallel_size).
-  DataParallelGradReducer(GradBuffer& buffer, Communicator& data_group, GradReduction reduction);
+  // expert_data_group: the expert-data group, for the buffer's expert buckets (MoE): those are scaled
+  // by 1 / dp too (each expert's gradient already sums the tokens of its expert-model group) and
+  // summed over it.
+  DataParallelGradReducer(GradBuffer& buffer, Communicator& data_group, GradReduction reduction,
+                          Communicator* expert_data_group = nullptr);
 
   // Fills bucket b from the store's gradients, scales it by 1/dp and reduces it over DP. On a GPU the
   // reduction runs beside later compute (it overlaps the rest of the backward); finish() waits for it.
@@ -32,10 +36,12 @@ class DataParallelGradReducer {
   int64_t owned_numel(int bucket) const;
   GradReduction reduction() const { return reduction_; }
   Communicator& data_group() const { return data_group_; }
+  Communicator& group_of(int bucket) const;  // the data group, or the expert-data group for an expert bucket
 
  private:
   GradBuffer& buffer_;
   Communicator& data_group_;
+  Communicator* expert_data_group_;
   GradReduction reduction_;
   std::vector<bool> reduced_;
 };

@@ -29,7 +29,11 @@ GradBuffer::GradBuffer(const nn::ParameterStore& store, const GradBufferOptions&
     TESSERA_CHECK(store.index_of(name) >= 0, "GradBuffer: own-bucket parameter '", name, "' is not in the store");
 
   const int dp = options_.data_parallel_size;
-  const int64_t pad_multiple = options_.pad_for_sharding ? bucket_padding_multiple(dp) : 1;
+  TESSERA_CHECK(options_.expert_data_parallel_size >= 0, "GradBuffer: expert-data-parallel size ",
+                options_.expert_data_parallel_size, " must be >= 0");
+  int64_t pad_multiple = options_.pad_for_sharding ? bucket_padding_multiple(dp) : 1;
+  const bool separate_experts = options_.expert_data_parallel_size > 0;
+  auto is_expert = [&](int i) { return separate_experts && params[i].roles.reduce_group == nn::ReduceGroup::expert_data; };
   int64_t offset = 0;
   GradBucket current;
   current.start = 0;
@@ -45,17 +49,27 @@ GradBuffer::GradBuffer(const nn::ParameterStore& store, const GradBufferOptions&
   auto is_own_bucket = [&](const std::string& name) {
     return std::find(options_.own_bucket.begin(), options_.own_bucket.end(), name) != options_.own_bucket.end();
   };
-  for (int i = n - 1; i >= 0; --i) {  // reverse registration order
-    const auto& p = params[i];
-    const bool alone = is_own_bucket(p.name);
-    if (alone) close_bucket();
-    if (options_.pad_for_sharding) offset = round_up(offset, kParamAlignment);
-    param_start_[i] = offset;
-    param_bucket_[i] = static_cast<int>(buckets_.size());
-    current.params.push_back(i);
-    offset += p.value.numel();
-    unpadded_ += p.value.numel();
-    if (alone || (options_.bucket_size > 0 && offset - current.start >= options_.bucket_size)) close_bucket();
+  // Dense parameters first (reverse registration order), then the expert ones in buckets of their own.
+  for (const bool experts : {false, true}) {
+    if (experts) {
+      close_bucket();
+      if (options_.pad_for_sharding) pad_multiple = bucket_padding_multiple(options_.expert_data_parallel_size);
+      current.expert = true;
+    }
+    for (int i = n - 1; i >= 0; --i) {  // reverse registration order
+      if (is_expert(i) != experts) continue;
+      const auto& p = params[i];
+      const bool alone = is_own_bucket(p.name);
+      if (alone) close_bucket();
+      current.expert = experts;
+      if (options_.pad_for_sharding) offset = round_up(offset, kParamAlignment);
+      param_start_[i] = offset;
+      param_bucket_[i] = static_cast<int>(buckets_.size());
+      current.params.push_back(i);
+      offset += p.value.numel();
+      unpadded_ += p.value.numel();
+      if (alone || (options_.bucket_size > 0 && offset - current.start >= options_.bucket_size)) close_bucket();
+    }
   }
   close_bucket();
   numel_ = offset;

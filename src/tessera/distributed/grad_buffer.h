@@ -19,12 +19,17 @@ struct GradBufferOptions {
   int64_t bucket_size = 0;        // elements; 0: one bucket for every parameter (Megatron without overlap)
   // Parameters that get a bucket of their own (the tied word embedding when pp > 1, spec 7.1).
   std::vector<std::string> own_bucket;
+  // > 0: the parameters whose roles.reduce_group is expert_data (MoE experts) go to buckets of their
+  // own (GradBucket::expert), reduced over the expert-data group of this size (padded for sharding
+  // over it); 0: every parameter as a dense one.
+  int expert_data_parallel_size = 0;
 };
 
 struct GradBucket {
   int64_t start = 0;              // element offset in the buffer
   int64_t numel = 0;              // padded size (a multiple of dp when sharded)
   std::vector<int> params;        // parameter indices (into the store), in layout order
+  bool expert = false;            // expert parameters: reduced and sharded over the expert-data group
   int64_t shard_numel(int dp) const { return numel / dp; }
 };
 

@@ -8,6 +8,7 @@
 #include "tessera/ops/cross_entropy.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linear.h"
+#include "tessera/ops/moe_router.h"
 #include "tessera/tensor_parallel/tp_cross_entropy.h"
 #include "tessera/tensor_parallel/tp_mappings.h"
 
@@ -23,8 +24,9 @@ LayerSpec require_gpt_layer_spec(const TransformerConfig& config) {
   if (position == PositionEmbedding::relative)
     TESSERA_CONFIG_FAIL("model.position_embedding_type = ", name(position), " is not supported yet by ",
                         "model.architecture = gpt (it builds learned_absolute, rope, alibi, none)");
-  if (spec.mlp != Mlp::gelu && spec.mlp != Mlp::swiglu)
-    TESSERA_CONFIG_FAIL("model.activation = ", name(spec.mlp), " (model.num_experts = ", config.num_experts,
+  const Mlp ffn = spec.mlp == Mlp::moe ? spec.expert_mlp : spec.mlp;  // a MoE layer's experts use the activation
+  if (ffn != Mlp::gelu && ffn != Mlp::swiglu)
+    TESSERA_CONFIG_FAIL("model.activation = ", name(ffn), " (model.num_experts = ", config.num_experts,
                         ") is not supported yet by model.architecture = gpt (it builds gelu, swiglu)");
   if (position == PositionEmbedding::rope && (config.rotary_dim() < 2 || config.rotary_dim() > config.head_dim()))
     TESSERA_CONFIG_FAIL("model.rotary_percent = ", config.rotary_percent, " rotates ", config.rotary_dim(),
@@ -49,16 +51,42 @@ nn::TransformerLayerShape layer_shape(const TransformerConfig& config, const Lay
   shape.attention.rotary.interleaved = config.rotary_interleaved;
   shape.attention.alibi = spec.self_attention.position == PositionEmbedding::alibi;
   shape.norm = spec.norm == Norm::rmsnorm ? nn::NormKind::rmsnorm : nn::NormKind::layernorm;
-  shape.mlp.swiglu = spec.mlp == Mlp::swiglu;
+  shape.mlp.swiglu = (spec.mlp == Mlp::moe ? spec.expert_mlp : spec.mlp) == Mlp::swiglu;
   shape.mlp.bias = config.add_bias_linear;
   return shape;
+}
+
+// The MoE part of layer `layer`'s shape (num_experts 0: a dense layer; model.moe_layer_freq).
+nn::MoeShape moe_shape(const TransformerConfig& c, int64_t layer) {
+  nn::MoeShape moe;
+  if (!c.is_moe_layer(layer)) return moe;
+  moe.num_experts = c.num_experts;
+  moe.expert_ffn_hidden_size = c.expert_ffn_hidden_size();
+  moe.shared_ffn_hidden_size = c.moe_shared_expert_intermediate_size;
+  moe.router = {c.moe_router_topk, ops::parse_router_score(c.moe_router_score_function), c.moe_router_pre_softmax};
+  if (c.moe_router_load_balancing_type != "aux_loss" && c.moe_router_load_balancing_type != "none")
+    TESSERA_CONFIG_FAIL("model.moe_router_load_balancing_type = '", c.moe_router_load_balancing_type,
+                        "': allowed values are aux_loss, none");
+  moe.aux_loss = c.moe_router_load_balancing_type == "aux_loss";
+  moe.aux_loss_coeff = c.moe_aux_loss_coeff;
+  moe.z_loss_coeff = c.moe_z_loss_coeff;
+  moe.capacity_factor = c.moe_expert_capacity_factor;
+  moe.pad_to_capacity = c.moe_pad_expert_input_to_capacity;
+  return moe;
 }
 }  // namespace
 
 GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dtype, Device device,
-                   std::vector<GPTChunkLayout> layouts, const parallel::TensorParallel& tp)
+                   std::vector<GPTChunkLayout> layouts, const parallel::TensorParallel& tp,
+                   const nn::ExpertParallel& ep)
     : config_(config), tp_(tp), vocab_size_(vocab_size), loss_(std::make_shared<const LmLoss>()) {
   const LayerSpec spec = require_gpt_layer_spec(config);
+  if (config.num_experts > 0 && (device.is_cuda() || dtype != DType::f32))
+    TESSERA_CONFIG_FAIL("model.num_experts = ", config.num_experts, " is not supported yet on ",
+                        device.is_cuda() ? "training.device = cuda" : "the CPU in bf16 / fp16",
+                        " (the MoE layer has CPU fp32 ops only: set training.device = cpu, training.precision = fp32)");
+  if (ep.size > 1 && config.num_experts == 0)
+    TESSERA_CONFIG_FAIL("parallel.expert_model_parallel_size = ", ep.size, " needs model.num_experts > 0");
   padded_vocab_ = models::padded_vocab_size(vocab_size, config.make_vocab_size_divisible_by, tp.size);
   const double std = config.init_method_std;
   const nn::TransformerLayerShape shape = layer_shape(config, spec);
@@ -88,7 +116,9 @@ GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dt
     chunk.layers.reserve(static_cast<size_t>(layout.num_layers));
     for (int64_t i = layout.first_layer; i < layout.first_layer + layout.num_layers; ++i) {
       const int first_param = static_cast<int>(store_.parameters().size());
-      chunk.layers.emplace_back(store_, "decoder.layers." + std::to_string(i), shape, tp);
+      nn::TransformerLayerShape layer = shape;
+      layer.moe = moe_shape(config, i);
+      chunk.layers.emplace_back(store_, "decoder.layers." + std::to_string(i), layer, tp, ep);
       chunk.layer_params.emplace_back(first_param, static_cast<int>(store_.parameters().size()));
     }
     chunks_.push_back(std::move(chunk));
@@ -229,6 +259,7 @@ Tensor GPTModel::forward_chunk(int c, Arena& arena, const GPTInputs& in, const T
   acts.input = input;
   x = layer_stack_->forward(chunk.layers, arena, x, in.seq, in.batch, key_padding_mask, dropout, acts.layers,
                             in.positions, in.document_ids);
+  if (dropout.training && config_.num_experts > 0) record_moe_stats(chunk, in, acts);
   if (!chunk.layout.has_head) return x;
   Tensor normed = final_layernorm_->forward(arena, x, acts.final_ln);
   // The output layer is column-parallel over the vocabulary, its output not gathered.
@@ -277,13 +308,43 @@ Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const 
     // The head's own parameters are final (a tied output weight is the embedding's, final later).
     if (grads_final) grads_final(head_params_.first, head_params_.second);
   }
-  dx = layer_stack_->backward(chunk.layers, arena, dx, in.seq, in.batch, dropout, acts.layers, [&](size_t i) {
-    if (grads_final) grads_final(chunk.layer_params[i].first, chunk.layer_params[i].second);
-  });
+  // The router losses of this micro-batch weigh its loss denominator's share of the step's (grad_scale
+  // carries 1 / the step's denominator): the step's objective is sum_mb (lm_sum + aux x den) / sum den.
+  dx = layer_stack_->backward(
+      chunk.layers, arena, dx, in.seq, in.batch, dropout, acts.layers,
+      [&](size_t i) {
+        if (grads_final) grads_final(chunk.layer_params[i].first, chunk.layer_params[i].second);
+      },
+      grad_scale * in.denominator);
   if (!chunk.layout.has_embedding) return dx;
   embedding_->backward(arena, dx, in.ids, in.positions, dropout);
   if (grads_final) grads_final(embedding_params_.first, embedding_params_.second);
   return Tensor();
+}
+
+void GPTModel::record_moe_stats(const Chunk& chunk, const GPTInputs& in, const GPTChunkActivations& acts) const {
+  const auto layers = static_cast<size_t>(config_.num_layers);
+  if (moe_stats_.aux_loss.empty()) {
+    moe_stats_.aux_loss.assign(layers, 0.0);
+    moe_stats_.z_loss.assign(layers, 0.0);
+    moe_stats_.routed.assign(layers, std::vector<double>(static_cast<size_t>(config_.num_experts), 0.0));
+    moe_stats_.dropped.assign(layers, 0.0);
+  }
+  for (size_t i = 0; i < chunk.layers.size() && i < acts.layers.layers.size(); ++i) {
+    const nn::MoeLayer::Saved& saved = acts.layers.layers[i].moe;
+    if (!chunk.layers[i].moe() || saved.routed.empty()) continue;
+    const auto layer = static_cast<size_t>(chunk.layout.first_layer) + i;
+    moe_stats_.aux_loss[layer] += saved.aux_loss * in.denominator;
+    moe_stats_.z_loss[layer] += saved.z_loss * in.denominator;
+    moe_stats_.dropped[layer] += static_cast<double>(saved.dropped);
+    for (size_t e = 0; e < saved.routed.size(); ++e) moe_stats_.routed[layer][e] += static_cast<double>(saved.routed[e]);
+  }
+}
+
+MoeStepStats GPTModel::take_moe_stats() {
+  MoeStepStats stats = std::move(moe_stats_);
+  moe_stats_ = MoeStepStats{};
+  return stats;
 }
 
 std::vector<Shape> GPTModel::stage_shapes(int64_t seq, int64_t batch) const {

@@ -63,7 +63,8 @@ class GPTModel : public StageModel {
   // self-attention (multi-head, grouped-query or multi-query) with learned absolute, rotary, ALiBi
   // or no positions, a GeLU or SwiGLU MLP, with or without linear biases, a tied or untied output layer.
   GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dtype, Device device,
-           std::vector<GPTChunkLayout> chunks = {GPTChunkLayout{}}, const parallel::TensorParallel& tp = {});
+           std::vector<GPTChunkLayout> chunks = {GPTChunkLayout{}}, const parallel::TensorParallel& tp = {},
+           const nn::ExpertParallel& ep = {});
   void initialize(uint64_t seed) override { store_.initialize(seed); }
   nn::ParameterStore& parameters() override { return store_; }
   const nn::ParameterStore& parameters() const override { return store_; }
@@ -81,6 +82,7 @@ class GPTModel : public StageModel {
   // gpt_memory.cpp: the bytes each allocation of forward_chunk makes, summed per layer.
   ActivationMemory activation_memory(int64_t seq, int64_t batch) const override;
   size_t scratch_peak_bytes() const override { return layer_stack_->scratch_peak_bytes(); }
+  MoeStepStats take_moe_stats() override;
   const GPTChunkLayout& chunk_layout(int chunk) const override { return chunks_.at(chunk).layout; }
 
   // StageModel: one hidden state [s*b, h] ([s*b/tp, h] under sequence parallelism) between stages.
@@ -146,6 +148,7 @@ class GPTModel : public StageModel {
     std::vector<std::pair<int, int>> layer_params;  // each layer's parameter index range in the store
   };
   void require_single_chunk(const char* what) const;
+  void record_moe_stats(const Chunk& chunk, const GPTInputs& in, const GPTChunkActivations& acts) const;
 
   TransformerConfig config_;
   parallel::TensorParallel tp_;
@@ -160,6 +163,7 @@ class GPTModel : public StageModel {
   std::pair<int, int> embedding_params_{0, 0}, head_params_{0, 0};
   std::vector<Chunk> chunks_;
   std::unique_ptr<nn::LayerStack> layer_stack_;  // runs each chunk's layers (recomputation, scratch arenas)
+  mutable MoeStepStats moe_stats_;  // the training forwards' router statistics since take_moe_stats
 };
 
 }  // namespace tessera::models

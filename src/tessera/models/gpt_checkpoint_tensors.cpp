@@ -16,6 +16,10 @@ void check_gpt_tensor_parallel(const TransformerConfig& m, int64_t tp) {
   divides(m.num_attention_heads, "model.num_attention_heads");
   divides(m.num_query_groups, "model.num_query_groups");
   divides(m.ffn_hidden_size, "model.ffn_hidden_size");
+  if (m.num_experts > 0) {  // the experts split over TP like the dense MLP
+    divides(m.expert_ffn_hidden_size(), "model.moe_ffn_hidden_size (0: ffn_hidden_size)");
+    divides(m.moe_shared_expert_intermediate_size, "model.moe_shared_expert_intermediate_size");
+  }
 }
 
 std::vector<CheckpointTensor> gpt_checkpoint_tensors(const TransformerConfig& m, int64_t tp,
@@ -29,7 +33,7 @@ std::vector<CheckpointTensor> gpt_checkpoint_tensors(const TransformerConfig& m,
   const LayerSpec spec = decoder_layer_spec(m);
   const bool learned_positions = spec.self_attention.position == PositionEmbedding::learned_absolute;
   const bool norm_bias = spec.norm == Norm::layernorm, bias = m.add_bias_linear;
-  const int64_t fc1_rows = (spec.mlp == Mlp::swiglu ? 2 : 1) * ffn;  // SwiGLU: (gate, up) pairs
+  const bool gated = (spec.mlp == Mlp::moe ? spec.expert_mlp : spec.mlp) == Mlp::swiglu;  // SwiGLU: (gate, up) pairs
   const bool tied = !m.untie_embeddings_and_output_weights;
 
   std::vector<CheckpointTensor> tensors;
@@ -59,10 +63,25 @@ std::vector<CheckpointTensor> gpt_checkpoint_tensors(const TransformerConfig& m,
         if (bias) add(p + "self_attention.linear_proj.bias", {h}, -1, stage);
         add(p + "pre_mlp_layernorm.weight", {h}, -1, stage);
         if (norm_bias) add(p + "pre_mlp_layernorm.bias", {h}, -1, stage);
-        add(p + "mlp.linear_fc1.weight", {fc1_rows, h}, 0, stage);
-        if (bias) add(p + "mlp.linear_fc1.bias", {fc1_rows}, 0, stage);
-        add(p + "mlp.linear_fc2.weight", {h, ffn}, 1, stage);
-        if (bias) add(p + "mlp.linear_fc2.bias", {h}, -1, stage);
+        // An MLP's linears (nn::MLP): fc1 [gates x f, h] split on rows, fc2 [h, f] on columns.
+        auto mlp = [&](const std::string& prefix, int64_t f, int64_t expert) {
+          const int64_t rows = (gated ? 2 : 1) * f;
+          const size_t first = tensors.size();
+          add(prefix + "linear_fc1.weight", {rows, h}, 0, stage);
+          if (bias) add(prefix + "linear_fc1.bias", {rows}, 0, stage);
+          add(prefix + "linear_fc2.weight", {h, f}, 1, stage);
+          if (bias) add(prefix + "linear_fc2.bias", {h}, -1, stage);
+          for (size_t i = first; i < tensors.size(); ++i) tensors[i].expert = expert;
+        };
+        if (m.is_moe_layer(l)) {  // nn::MoeLayer: router, experts (global index), shared expert
+          add(p + "mlp.router.weight", {m.num_experts, h}, -1, stage);
+          for (int64_t e = 0; e < m.num_experts; ++e)
+            mlp(p + "mlp.experts." + std::to_string(e) + ".", m.expert_ffn_hidden_size(), e);
+          if (m.moe_shared_expert_intermediate_size > 0)
+            mlp(p + "mlp.shared_experts.", m.moe_shared_expert_intermediate_size, -1);
+        } else {
+          mlp(p + "mlp.", ffn, -1);
+        }
       }
       if (chunk.has_head) {
         add("decoder.final_layernorm.weight", {h}, -1, stage);

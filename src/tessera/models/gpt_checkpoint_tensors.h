@@ -18,6 +18,7 @@ struct CheckpointTensor {
   bool vocab_rows = false;     // rows are (padded) vocabulary entries
   std::string copy_of;         // non-empty: a copy of that tensor (the tied output layer of a last stage)
   std::vector<int> stages;     // pipeline ranks holding it
+  int64_t expert = -1;         // a MoE expert's tensor: its global expert index (held by one EP rank)
 };
 
 // Every tensor of the GPT `model` at a parallel layout: tensor parallelism `tp` and, per pipeline

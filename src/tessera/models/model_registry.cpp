@@ -14,7 +14,7 @@ void check_divisible(int64_t value, const char* key, int64_t tp);
 
 std::unique_ptr<StageModel> build_gpt(const ModelBuildArgs& a) {
   check_tensor_parallel_split(*a.config, a.tp, a.pipeline_size);
-  auto model = std::make_unique<GPTModel>(*a.config, a.vocab_size, a.dtype, a.device, a.chunks, a.tp);
+  auto model = std::make_unique<GPTModel>(*a.config, a.vocab_size, a.dtype, a.device, a.chunks, a.tp, a.ep);
   model->set_recompute(a.recompute);
   return model;
 }
@@ -86,6 +86,16 @@ void check_tensor_parallel_split(const TransformerConfig& m, const parallel::Ten
 double flops_per_token(const TransformerConfig& m, int64_t counted_parameters) {
   return 6.0 * static_cast<double>(counted_parameters) +
          12.0 * static_cast<double>(m.num_layers) * static_cast<double>(m.hidden_size) * static_cast<double>(m.seq_length);
+}
+
+int64_t moe_active_expert_parameters(const TransformerConfig& m) {
+  if (m.num_experts <= 0) return 0;
+  const int64_t h = m.hidden_size, f = m.expert_ffn_hidden_size(), gates = m.activation == "swiglu" ? 2 : 1;
+  const int64_t bias = m.add_bias_linear ? 1 : 0;
+  const int64_t per_expert = h * f * gates + bias * f * gates + f * h + bias * h;  // linear_fc1 + linear_fc2
+  int64_t layers = 0;
+  for (int64_t i = 0; i < m.num_layers; ++i) layers += m.is_moe_layer(i) ? 1 : 0;
+  return layers * m.moe_router_topk * per_expert;
 }
 
 }  // namespace tessera::models

@@ -22,6 +22,7 @@ struct ModelBuildArgs {
   Device device;
   std::vector<ChunkLayout> chunks{ChunkLayout{}};  // this rank's chunks (pipeline_chunk_layouts)
   parallel::TensorParallel tp;
+  nn::ExpertParallel ep;  // the expert_model group (mixture of experts)
   int pipeline_size = 1;
   nn::RecomputeConfig recompute;  // activation recomputation of the transformer layers
 };
@@ -44,5 +45,8 @@ void check_tensor_parallel_split(const TransformerConfig& config, const parallel
 // Model FLOPs per token of a causal LM (the convention printed beside throughput): 6 N + 12 L h s,
 // N the parameters counted once (no position embeddings, a tied output layer once).
 double flops_per_token(const TransformerConfig& config, int64_t counted_parameters);
+// Mixture of experts: the expert parameters one token computes with, over all MoE layers
+// (moe_router_topk experts' FFNs per MoE layer; the router and shared expert are dense parameters).
+int64_t moe_active_expert_parameters(const TransformerConfig& config);
 
 }  // namespace tessera::models

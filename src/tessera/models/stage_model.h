@@ -78,6 +78,16 @@ struct ActivationMemory {
   int64_t workspace = 0;               // transient: a recomputed run's forward again + its backward, dlogits
 };
 
+// Mixture-of-experts router statistics of the training forwards on this rank's chunks, per model
+// layer (global index; zeros for dense layers and layers of other stages): the load-balancing and
+// z-losses (without coefficients) times each micro-batch's loss denominator, summed over
+// micro-batches (over the step's denominator they are the micro-batch-weighted means the trainer
+// logs), and the slots routed to each expert and those dropped over capacity. Empty: no MoE.
+struct MoeStepStats {
+  std::vector<double> aux_loss, z_loss, dropped;
+  std::vector<std::vector<double>> routed;  // [layer][expert]
+};
+
 // The tensors passed between stages, in stage_shapes() order (gradients in the same order).
 using StageTensors = std::vector<Tensor>;
 
@@ -110,6 +120,8 @@ class StageModel {
   virtual ActivationMemory activation_memory(int64_t /*seq*/, int64_t /*batch*/) const { return {}; }
   // Bytes held by the model's own scratch arenas so far (recomputation), beside the caller's arenas.
   virtual size_t scratch_peak_bytes() const { return 0; }
+  // The router statistics since the last call (and resets them); empty for a dense model.
+  virtual MoeStepStats take_moe_stats() { return {}; }
 
   virtual std::unique_ptr<MicroBatchInputs> prepare_micro_batch(Arena& arena, const MicroBatch& batch) const = 0;
   virtual std::unique_ptr<ChunkActivations> make_activations() const = 0;

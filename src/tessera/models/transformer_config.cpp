@@ -61,6 +61,7 @@ LayerSpec decoder_layer_spec(const TransformerConfig& config) {
   spec.self_attention = {AttentionMask::causal, AttentionInput::self,
                          parse_position_embedding(config.position_embedding_type)};
   spec.mlp = parse_mlp(config.activation, config.num_experts);
+  spec.expert_mlp = parse_mlp(config.activation, 0);
   return spec;
 }
 

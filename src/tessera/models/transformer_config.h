@@ -32,7 +32,19 @@ struct TransformerConfig {
   // model.norm_epsilon (Megatron's name), when > 0, overrides it at load.
   double hidden_dropout = 0.1, attention_dropout = 0.1, layernorm_epsilon = 1e-5, init_method_std = 0.02;
   double norm_epsilon = 0.0;
+  // Mixture of experts (num_experts > 0; docs/moe.md): Megatron's --num-experts, --moe-* flags.
   int64_t num_experts = 0, moe_router_topk = 2;
+  int64_t moe_ffn_hidden_size = 0;  // 0: ffn_hidden_size
+  std::string moe_router_load_balancing_type = "aux_loss";  // aux_loss | none
+  double moe_aux_loss_coeff = 0.0, moe_z_loss_coeff = 0.0;
+  std::string moe_router_score_function = "softmax";  // softmax | sigmoid
+  bool moe_router_pre_softmax = false;
+  double moe_expert_capacity_factor = 0.0;  // 0: dropless
+  bool moe_pad_expert_input_to_capacity = false;
+  int64_t moe_shared_expert_intermediate_size = 0;  // 0: no shared expert
+  int64_t moe_layer_freq = 1;                       // layer i is MoE when i % moe_layer_freq == 0
+  bool is_moe_layer(int64_t layer) const { return num_experts > 0 && layer % moe_layer_freq == 0; }
+  int64_t expert_ffn_hidden_size() const { return moe_ffn_hidden_size > 0 ? moe_ffn_hidden_size : ffn_hidden_size; }
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   // Rotated dims per head under RoPE: head_dim x rotary_percent, rounded down to even.
   int64_t rotary_dim() const { return (static_cast<int64_t>(static_cast<double>(head_dim()) * rotary_percent) / 2) * 2; }
@@ -58,6 +70,8 @@ struct LayerSpec {
   bool has_cross_attention = false;  // decoder layers of an encoder-decoder model
   AttentionSpec cross_attention{AttentionMask::bidirectional, AttentionInput::cross};
   Mlp mlp = Mlp::gelu;
+  // Mlp::moe: the activation of each expert's (and the shared expert's) FFN (model.activation).
+  Mlp expert_mlp = Mlp::gelu;
 };
 
 // Parses the config's names (ConfigError naming model.<key> and the allowed values otherwise).

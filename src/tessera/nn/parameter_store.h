@@ -28,7 +28,7 @@ struct Sharding {
 };
 
 // The data-parallel group that reduces a parameter's gradient: the data group (dense parameters)
-// or, for mixture-of-experts experts, the expert-data group (not built yet).
+// or, for mixture-of-experts experts (nn/moe_layer.h), the expert-data group (distributed/grad_buffer.h).
 enum class ReduceGroup { data, expert_data };
 
 // What a parameter is beyond its layer, set at registration (by the layer, or by the model for

@@ -119,9 +119,12 @@ Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& a
     saved.run_inputs[r] = x;
     work_.reset();
     TransformerLayer::Saved discarded;
-    for (int64_t i = run.begin; i < run.end; ++i)
+    for (int64_t i = run.begin; i < run.end; ++i) {
       x = layers[static_cast<size_t>(i)].forward(work_, x, seq, batch, key_padding_mask, dropout, discarded, positions,
                                                  document_ids);
+      // A MoE layer's router statistics (losses, loads) outlive its activations: the model logs them.
+      saved.layers[static_cast<size_t>(i)].moe.keep_statistics_of(discarded.moe);
+    }
     x = copy_into(arena, x);  // the next run's input (or the chunk's output) outlives the scratch
   }
   return x;
@@ -129,7 +132,7 @@ Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& a
 
 Tensor LayerStack::backward(const std::vector<TransformerLayer>& layers, Arena& arena, Tensor dout, int64_t seq,
                             int64_t batch, const DropoutContext& dropout, const LayerStackSaved& saved,
-                            const std::function<void(size_t)>& layer_done) const {
+                            const std::function<void(size_t)>& layer_done, double aux_loss_scale) const {
   const auto runs = recompute_runs(config_, static_cast<int64_t>(layers.size()));
   TESSERA_CHECK(saved.layers.size() == layers.size() && saved.run_inputs.size() == runs.size(),
                 "layer backward without the matching forward (", saved.layers.size(), " saved layers, ",
@@ -143,9 +146,10 @@ Tensor LayerStack::backward(const std::vector<TransformerLayer>& layers, Arena& 
         const auto& layer_saved = saved.layers[static_cast<size_t>(i)];
         if (selective) {
           backward_.reset();
-          dout = carry(layers[static_cast<size_t>(i)].backward(backward_, dout, seq, batch, dropout, layer_saved));
+          dout = carry(layers[static_cast<size_t>(i)].backward(backward_, dout, seq, batch, dropout, layer_saved,
+                                                                          aux_loss_scale));
         } else {
-          dout = layers[static_cast<size_t>(i)].backward(arena, dout, seq, batch, dropout, layer_saved);
+          dout = layers[static_cast<size_t>(i)].backward(arena, dout, seq, batch, dropout, layer_saved, aux_loss_scale);
         }
         in_scratch = selective;
         if (layer_done) layer_done(static_cast<size_t>(i));
@@ -163,7 +167,7 @@ Tensor LayerStack::backward(const std::vector<TransformerLayer>& layers, Arena& 
     backward_.reset();
     for (int64_t i = run.end; i-- > run.begin;) {
       dout = layers[static_cast<size_t>(i)].backward(backward_, dout, seq, batch, dropout,
-                                                     again[static_cast<size_t>(i - run.begin)]);
+                                                     again[static_cast<size_t>(i - run.begin)], aux_loss_scale);
       if (layer_done) layer_done(static_cast<size_t>(i));
     }
     dout = carry(dout);

@@ -74,7 +74,7 @@ class LayerStack {
   // layer_done(i): layer i's parameter gradients are complete (backward order).
   Tensor backward(const std::vector<TransformerLayer>& layers, Arena& arena, Tensor dout, int64_t seq, int64_t batch,
                   const DropoutContext& dropout, const LayerStackSaved& saved,
-                  const std::function<void(size_t)>& layer_done) const;
+                  const std::function<void(size_t)>& layer_done, double aux_loss_scale = 0.0) const;
   // The most bytes the scratch arenas held so far (together).
   size_t scratch_peak_bytes() const;
 

@@ -7,7 +7,7 @@
 namespace tessera::nn {
 
 TransformerLayer::TransformerLayer(ParameterStore& store, const std::string& name, const TransformerLayerShape& shape,
-                                   const parallel::TensorParallel& tp)
+                                   const parallel::TensorParallel& tp, const ExpertParallel& ep)
     : name_(name),
       hidden_dropout_(shape.hidden_dropout),
       tp_(tp),
@@ -15,9 +15,14 @@ TransformerLayer::TransformerLayer(ParameterStore& store, const std::string& nam
            tp.sequence_parallel),
       attention_(store, name + ".self_attention", shape.attention, shape.init_std, shape.output_init_std, tp),
       ln2_(store, name + ".pre_mlp_layernorm", shape.attention.hidden_size, shape.layernorm_epsilon, shape.norm,
-           tp.sequence_parallel),
-      mlp_(store, name + ".mlp", shape.attention.hidden_size, shape.ffn_hidden_size, shape.init_std,
-           shape.output_init_std, tp, shape.mlp) {}
+           tp.sequence_parallel) {
+  if (shape.moe.num_experts > 0)
+    moe_ = std::make_unique<MoeLayer>(store, name + ".mlp", shape.attention.hidden_size, shape.moe, shape.init_std,
+                                      shape.output_init_std, tp, shape.mlp, ep);
+  else
+    mlp_ = std::make_unique<MLP>(store, name + ".mlp", shape.attention.hidden_size, shape.ffn_hidden_size,
+                                 shape.init_std, shape.output_init_std, tp, shape.mlp);
+}
 
 namespace {
 // residual + dropout(branch) (the linear's bias is already in branch: its GEMM epilogue adds it).
@@ -46,7 +51,7 @@ Tensor TransformerLayer::forward(Arena& arena, const Tensor& in, int64_t seq, in
                                 document_ids, discard);
   Tensor h = dropout_add(arena, a, in, p, dropout.stream(name_ + ".attention_output_dropout"), offset);
   Tensor y = ln2_.forward(arena, h, saved.ln2);
-  Tensor m = mlp_.forward(arena, y, saved.mlp, discard);
+  Tensor m = moe_ ? moe_->forward(arena, y, saved.moe) : mlp_->forward(arena, y, saved.mlp, discard);
   return dropout_add(arena, m, h, p, dropout.stream(name_ + ".mlp_output_dropout"), offset);
 }
 
@@ -60,17 +65,17 @@ Tensor TransformerLayer::forward_cached(Arena& arena, const Tensor& in, int64_t 
   Tensor a = attention_.forward_cached(arena, x, tokens, batch, key_mask, cache, past, positions);
   Tensor h = dropout_add(arena, a, in, 0.0, unused, 0);
   Tensor y = ln2_.forward(arena, h, saved.ln2);
-  Tensor m = mlp_.forward(arena, y, saved.mlp);
+  Tensor m = moe_ ? moe_->forward(arena, y, saved.moe) : mlp_->forward(arena, y, saved.mlp);
   return dropout_add(arena, m, h, 0.0, unused, 0);
 }
 
 Tensor TransformerLayer::backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch,
-                                  const DropoutContext& dropout, const Saved& saved) const {
+                                  const DropoutContext& dropout, const Saved& saved, double aux_loss_scale) const {
   double p = dropout.training ? hidden_dropout_ : 0.0;
   auto offset = static_cast<uint64_t>(tp_.first_row(seq * batch) * dout.dim(1));
   // out = h + drop(mlp(ln2(h)))
   Tensor dm = dropout_grad(arena, dout, p, dropout.stream(name_ + ".mlp_output_dropout"), offset);
-  Tensor dy = mlp_.backward(arena, dm, saved.mlp);
+  Tensor dy = moe_ ? moe_->backward(arena, dm, saved.moe, aux_loss_scale) : mlp_->backward(arena, dm, saved.mlp);
   Tensor dh = ln2_.backward(arena, dy, saved.ln2);
   ops::add_inplace(dh, dout);
   // h = in + drop(attn(ln1(in)))

@@ -58,6 +58,9 @@ DistributedOptimizer::DistributedOptimizer(nn::ParameterStore& store, parallel::
   layout.pad_for_sharding = options_.shard_over_data_parallel;
   layout.bucket_size = options_.bucket_size;
   layout.own_bucket = options_.own_bucket;
+  bool has_experts = false;
+  for (const auto& p : store_.parameters()) has_experts |= p.roles.reduce_group == nn::ReduceGroup::expert_data;
+  if (has_experts) layout.expert_data_parallel_size = context_.grid().expert_data_size();
   grad_buffer_ = std::make_unique<parallel::GradBuffer>(store_, layout);
   // f32 gradients (fp32 models; bf16 / f16 on a GPU, whose kernels accumulate into f32) are kept in
   // the gradient buffer itself rather than copied there: one f32 gradient per parameter, as Megatron's
@@ -69,7 +72,18 @@ DistributedOptimizer::DistributedOptimizer(nn::ParameterStore& store, parallel::
   }
   reducer_ = std::make_unique<parallel::DataParallelGradReducer>(
       *grad_buffer_, context_.data(),
-      options_.shard_over_data_parallel ? parallel::GradReduction::reduce_scatter : parallel::GradReduction::all_reduce);
+      options_.shard_over_data_parallel ? parallel::GradReduction::reduce_scatter : parallel::GradReduction::all_reduce,
+      has_experts ? &context_.group(GroupKind::expert_data) : nullptr);
+  // With experts and without sharding, DP replicas no longer all hold every parameter (each EP rank
+  // its experts): count dense grads on DP rank 0 and expert grads on expert-data rank 0 only, and sum
+  // the norm over the world, so every gradient is counted once.
+  if (has_experts && !options_.shard_over_data_parallel) {
+    norm_over_world_ = true;
+    for (size_t p = 0; p < n; ++p) {
+      const bool expert = store_.parameters()[p].roles.reduce_group == nn::ReduceGroup::expert_data;
+      if (expert ? context_.grid().expert_data_rank() != 0 : context_.dp_rank() != 0) counted_[p] = false;
+    }
+  }
   if (options_.dynamic_loss_scaling) scaler_ = std::make_unique<DynamicGradScaler>(options_.scaler);
 
   // The owned segments: every (parameter n owned range of a bucket), in buffer order.
@@ -150,7 +164,7 @@ void DistributedOptimizer::global_grad_stats(double unscale, double& norm_sq, bo
   ops::segmented_grad_stats(grad_buffer_->all(), stats_table_, unscale, local);
   // Sharded: disjoint shards over DP and disjoint counted params over TP x PP -> sum over the world.
   // Not sharded: DP replicas hold the same reduced grads -> sum over the model-parallel group.
-  Communicator& group = options_.shard_over_data_parallel ? context_.world() : context_.model();
+  Communicator& group = options_.shard_over_data_parallel || norm_over_world_ ? context_.world() : context_.model();
   if (group.size() > 1) {
     // f32 transport of a double: high and low parts (only the f32 sums round, ~1e-7 relative), in a
     // tensor on the store's device (NCCL takes device tensors).
@@ -222,14 +236,14 @@ void DistributedOptimizer::write_back_params() {
   // collectives (NCCL orders the compute stream after them; MPI blocks): no host wait here.
   const DType dt = store_.dtype();
   const Tensor gathered = gather_buffer_.as_tensor(dt, {grad_buffer_->numel()});
-  Communicator& dp = context_.data();
   const auto& buckets = grad_buffer_->buckets();
-  if (dp.size() > 1)
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      const Tensor full = flat_range(gathered, buckets[b].start, buckets[b].numel);
-      const int64_t shard = buckets[b].numel / dp.size();
-      dp.all_gather(flat_range(full, dp.rank() * shard, shard), full);
-    }
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    Communicator& dp = reducer_->group_of(static_cast<int>(b));  // the expert-data group for experts
+    if (dp.size() == 1) continue;
+    const Tensor full = flat_range(gathered, buckets[b].start, buckets[b].numel);
+    const int64_t shard = buckets[b].numel / dp.size();
+    dp.all_gather(flat_range(full, dp.rank() * shard, shard), full);
+  }
   ops::segmented_convert(gathered, store_.all_values(), gather_to_model_table_);
 }
 

@@ -89,6 +89,7 @@ class DistributedOptimizer {
   parallel::ParallelContext& context_;
   DistributedOptimizerOptions options_;
   std::vector<bool> weight_decay_, counted_;
+  bool norm_over_world_ = false;  // MoE without sharding: the grad norm sums over the world (constructor)
   std::unique_ptr<parallel::GradBuffer> grad_buffer_;
   std::unique_ptr<parallel::DataParallelGradReducer> reducer_;
   std::unique_ptr<DynamicGradScaler> scaler_;

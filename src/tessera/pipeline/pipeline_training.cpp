@@ -70,7 +70,8 @@ int64_t pipeline_flops_parameter_count(const nn::ParameterStore& store, Parallel
   int64_t n = store.global_numel();
   for (int i = 0; i < static_cast<int>(store.parameters().size()); ++i) {
     const nn::ParameterRoles& roles = store.parameters()[static_cast<size_t>(i)].roles;
-    if (roles.position_embedding || !roles.copy_of.empty()) n -= global_size(i);
+    if (roles.position_embedding || !roles.copy_of.empty() || roles.reduce_group == nn::ReduceGroup::expert_data)
+      n -= global_size(i);
   }
   if (context.pp_size() == 1) return n;
   Tensor t(&n, DType::i64, {1});

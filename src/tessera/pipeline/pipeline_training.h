@@ -28,7 +28,9 @@ int64_t value_from_last_stage(ParallelContext& context, int64_t value);
 
 // Parameters counted for FLOPs over the whole model: the global (unsplit over TP) sizes of this
 // rank's parameters minus position embeddings and copies (ParameterRoles), summed over the
-// pipeline group, so each parameter counts once whatever TP and PP are.
+// pipeline group, so each parameter counts once whatever TP and PP are. MoE expert parameters
+// (roles.reduce_group = expert_data) are left out: only a token's top-k experts compute
+// (models::moe_active_expert_parameters adds those).
 int64_t pipeline_flops_parameter_count(const nn::ParameterStore& store, ParallelContext& context);
 
 // Gathers every stage's peak activation bytes and in-flight micro-batches of `measured` (a step

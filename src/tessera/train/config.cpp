@@ -198,6 +198,40 @@ void require(bool ok, const ConfigOrigin& origin, const std::string& message) {
   if (!ok) TESSERA_CONFIG_FAIL(origin.of_message(message), message);
 }
 
+// The mixture-of-experts keys (docs/moe.md): ranges, and what the MoE layer does not run yet.
+void check_moe_keys(const models::TransformerConfig& m, const ParallelConfig& p, const TrainingConfig& t,
+                    const ConfigOrigin& src) {
+  const std::string experts = std::to_string(m.num_experts);
+  require(m.num_experts >= 0, src, "model.num_experts = " + experts + " must be >= 0 (0: a dense model)");
+  if (m.num_experts == 0) {
+    require(p.expert_model_parallel_size == 1, src,
+            "parallel.expert_model_parallel_size = " + std::to_string(p.expert_model_parallel_size) +
+                " needs model.num_experts > 0 (a dense model has no experts to split)");
+    return;
+  }
+  require(m.moe_router_topk >= 1 && m.moe_router_topk <= m.num_experts, src,
+          "model.moe_router_topk = " + std::to_string(m.moe_router_topk) + " must be in [1, model.num_experts = " +
+              experts + "]");
+  require(p.expert_model_parallel_size >= 1 && m.num_experts % p.expert_model_parallel_size == 0, src,
+          "parallel.expert_model_parallel_size = " + std::to_string(p.expert_model_parallel_size) +
+              " must divide model.num_experts = " + experts + " (each EP rank holds num_experts / EP experts)");
+  require(m.moe_ffn_hidden_size >= 0, src, "model.moe_ffn_hidden_size must be >= 0 (0: model.ffn_hidden_size)");
+  require(m.moe_aux_loss_coeff >= 0, src, "model.moe_aux_loss_coeff must be >= 0");
+  require(m.moe_z_loss_coeff >= 0, src, "model.moe_z_loss_coeff must be >= 0");
+  require(m.moe_expert_capacity_factor >= 0, src, "model.moe_expert_capacity_factor must be >= 0 (0: dropless)");
+  require(!m.moe_pad_expert_input_to_capacity || m.moe_expert_capacity_factor > 0, src,
+          "model.moe_pad_expert_input_to_capacity = true needs model.moe_expert_capacity_factor > 0");
+  require(m.moe_shared_expert_intermediate_size >= 0, src, "model.moe_shared_expert_intermediate_size must be >= 0");
+  require(m.moe_layer_freq >= 1, src,
+          "model.moe_layer_freq = " + std::to_string(m.moe_layer_freq) + " must be >= 1 (1: every layer)");
+  require(m.architecture == "gpt", src,
+          "model.num_experts = " + experts + " is not supported yet by model.architecture = " + m.architecture +
+              " (mixture of experts is built for gpt)");
+  require(t.device != "cuda", src,
+          "model.num_experts = " + experts + " is not supported yet with training.device = cuda (the MoE layer has "
+          "CPU ops only; docs/moe.md)");
+}
+
 }  // namespace
 
 ConfigValue parse_value_text(const KeySpec& spec, const std::string& raw, const std::string& where) {
@@ -292,6 +326,16 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   m.init_method_std = get<double>(values, "model.init_method_std");
   m.num_experts = get<int64_t>(values, "model.num_experts");
   m.moe_router_topk = get<int64_t>(values, "model.moe_router_topk");
+  m.moe_ffn_hidden_size = get<int64_t>(values, "model.moe_ffn_hidden_size");
+  m.moe_router_load_balancing_type = get<std::string>(values, "model.moe_router_load_balancing_type");
+  m.moe_aux_loss_coeff = get<double>(values, "model.moe_aux_loss_coeff");
+  m.moe_z_loss_coeff = get<double>(values, "model.moe_z_loss_coeff");
+  m.moe_router_score_function = get<std::string>(values, "model.moe_router_score_function");
+  m.moe_router_pre_softmax = get<bool>(values, "model.moe_router_pre_softmax");
+  m.moe_expert_capacity_factor = get<double>(values, "model.moe_expert_capacity_factor");
+  m.moe_pad_expert_input_to_capacity = get<bool>(values, "model.moe_pad_expert_input_to_capacity");
+  m.moe_shared_expert_intermediate_size = get<int64_t>(values, "model.moe_shared_expert_intermediate_size");
+  m.moe_layer_freq = get<int64_t>(values, "model.moe_layer_freq");
 
   auto& p = config.parallel;
   p.tensor_model_parallel_size = get<int64_t>(values, "parallel.tensor_model_parallel_size");
@@ -424,6 +468,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
             "model.rotary_percent = " + format_value(m.rotary_percent) + " x head dim (model.hidden_size / " +
                 "model.num_attention_heads = " + std::to_string(m.head_dim()) +
                 ") rotates fewer than 2 dims; raise rotary_percent");
+  check_moe_keys(m, p, t, src);
   require(o.lr >= 0 && o.min_lr >= 0 && o.min_lr <= o.lr, src,
           "optimizer.min_lr must be in [0, optimizer.lr]; got lr = " + format_value(o.lr) +
               ", min_lr = " + format_value(o.min_lr));

@@ -99,6 +99,17 @@ void MetricsWriter::write_iteration(const IterationMetrics& m) {
     if (name == "lm_loss") row["loss"] = json_number(m.lm_loss);  // BERT: the total beside its lm_loss
     row[name] = json_number(value);
   }
+  if (!m.moe_expert_load.empty()) {
+    nlohmann::json load = nlohmann::json::object(), dropped = nlohmann::json::object();
+    for (const auto& [layer, shares] : m.moe_expert_load) {
+      nlohmann::json list = nlohmann::json::array();
+      for (double v : shares) list.push_back(json_number(v));
+      load[std::to_string(layer)] = list;
+    }
+    for (const auto& [layer, n] : m.moe_dropped_slots) dropped[std::to_string(layer)] = json_number(n);
+    row["moe_expert_load"] = load;
+    row["moe_dropped_slots"] = dropped;
+  }
   out_ << row.dump() << "\n";
   out_.flush();
   if (!out_) TESSERA_FAIL("writing the metrics file failed (disk full?)");

@@ -19,6 +19,10 @@ struct IterationMetrics {
   int64_t skipped_iterations = 0, nan_iterations = 0;
   int64_t peak_memory_bytes = 0;  // peak device memory (CUDA) or activation arena (CPU) so far
   std::vector<std::pair<std::string, double>> loss_metrics;  // the loss's named metrics (token_loss.h)
+  // MoE models: per MoE layer, the share of routed slots per expert and the slots dropped (metrics_file
+  // "moe_expert_load" {"<layer>": [shares]} and "moe_dropped_slots" {"<layer>": n}).
+  std::vector<std::pair<int64_t, std::vector<double>>> moe_expert_load;
+  std::vector<std::pair<int64_t, double>> moe_dropped_slots;
 };
 
 namespace tensorboard {

@@ -177,7 +177,12 @@ StepLoss Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped
   parallel::all_reduce_tied_embedding_grads(model_->parameters(), *context_);
   if (context_->pp_size() > 1 && consumed_samples_ == resume_.consumed_samples)
     parallel::log_pipeline_activation_memory(*context_, losses, num_micro_batches_);
-  const StepLoss loss = reduce_step_loss(losses.loss, denominator);
+  StepLoss loss = reduce_step_loss(losses.loss, denominator);
+  if (config_.model.num_experts > 0) {
+    MoeStepMetrics moe = reduce_moe_stats(model_->take_moe_stats(), config_.model, *context_, denominator);
+    loss.metrics.insert(loss.metrics.end(), moe.losses.begin(), moe.losses.end());
+    loss.moe_load = std::move(moe.load);
+  }
   // An asynchronous save's snapshot copies (issued after the last step) overlap the forward/backward
   // above; the parameter update below waits for them on the GPU.
   if (checkpoints_) checkpoints_->before_parameter_update();
@@ -321,6 +326,10 @@ TrainingSummary Trainer::train(const TrainingHooks& hooks) {
     m.learning_rate = schedule_->lr(iteration - 1);
     m.lm_loss = loss;
     m.loss_metrics = step.metrics;
+    for (const MoeLayerLoad& load : step.moe_load) {
+      m.moe_expert_load.emplace_back(load.layer, load.expert_share);
+      m.moe_dropped_slots.emplace_back(load.layer, load.dropped);
+    }
     m.grad_norm = grad_norm;
     m.loss_scale = loss_scale_;
     m.tokens_per_second = static_cast<double>(t.global_batch_size * config_.model.seq_length) / seconds;

@@ -12,6 +12,7 @@
 #include "tessera/train/config.h"
 #include "tessera/train/logits_writer.h"
 #include "tessera/train/metrics.h"
+#include "tessera/train/moe_metrics.h"
 #include "tessera/train/seq2seq_batches.h"
 #include "tessera/train/training_setup.h"
 
@@ -47,6 +48,7 @@ struct TrainingHooks {
 struct StepLoss {
   double loss = 0;
   std::vector<std::pair<std::string, double>> metrics;
+  std::vector<MoeLayerLoad> moe_load;  // MoE models: each MoE layer's expert load (moe_metrics.h)
 };
 
 class Trainer {

@@ -104,6 +104,9 @@ ShardCoordinates coordinates_of(parallel::ParallelContext& context) {
   c.pp_size = context.pp_size();
   c.dp_rank = context.dp_rank();
   c.dp_size = context.dp_size();
+  // Expert parallelism: the EP ranks of a (TP, PP) shard hold different experts, one file each.
+  c.ep_rank = context.grid().expert_model_rank();
+  c.ep_size = context.grid().expert_model_size();
   c.world_rank = context.world().rank();
   c.world_size = context.world().size();
   return c;

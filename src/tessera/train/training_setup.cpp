@@ -25,7 +25,8 @@ void log_start(const TrainingSetup& x) {
   models::log_padded_vocab(x.data.vocab_size, x.model->padded_vocab_size());
   parallel::log_parameters_per_model_parallel_rank(*x.context, x.model->parameters());
   log::info(" > FLOPs per iteration: ", x.flops_per_iteration, " (convention: 6N + 12*L*h*s per token, ",
-            "N = parameters without position embeddings)");
+            "N = parameters without position embeddings",
+            x.config.model.num_experts > 0 ? "; MoE: the active parameters, moe_router_topk experts per MoE layer)" : ")");
   std::string recompute = p.recompute_granularity;
   if (recompute == "full") recompute += " " + p.recompute_method + " " + std::to_string(p.recompute_num_layers);
   log_memory_report(x.memory, recompute);
@@ -77,6 +78,9 @@ std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device
   build.dtype = optim::model_param_dtype(t.precision);
   build.device = x.device;
   build.tp = x.tp;
+  if (x.context->grid().expert_model_size() > 1)
+    build.ep = {&x.context->group(GroupKind::expert_model), x.context->grid().expert_model_size(),
+                x.context->grid().expert_model_rank()};
   build.pipeline_size = x.context->pp_size();
   build.chunks = parallel::pipeline_chunk_layouts(x.config.model.num_layers, x.config.parallel, x.context->pp_size(),
                                                   x.context->pp_rank());
@@ -106,8 +110,10 @@ std::unique_ptr<TrainingSetup> build_training_setup(const Config& config, Device
   int64_t s = x.config.model.seq_length;
   // FLOPs per token: 6N + 12 L h s (N = parameters excluding position embeddings; the tied word
   // embedding counts once, as the output layer's GEMM).
+  // MoE: N counts the active parameters (each token's top-k experts, not all of them).
   double per_token = models::flops_per_token(
-      x.config.model, parallel::pipeline_flops_parameter_count(x.model->parameters(), *x.context));
+      x.config.model, parallel::pipeline_flops_parameter_count(x.model->parameters(), *x.context) +
+                          models::moe_active_expert_parameters(x.config.model));
   x.flops_per_iteration = per_token * static_cast<double>(t.global_batch_size * s);
   x.memory = memory_report(x);
   log_start(x);

@@ -73,7 +73,11 @@ TEST(ModelSeam, GptRejectsLayerSpecsItDoesNotBuild) {
       {"model.position_embedding_type = relative",
        [](models::TransformerConfig& c) { c.position_embedding_type = "relative"; }},
       {"model.activation = relu", [](models::TransformerConfig& c) { c.activation = "relu"; }},
-      {"model.activation = moe", [](models::TransformerConfig& c) { c.num_experts = 4; }},
+      {"model.activation = relu (model.num_experts = 4)",
+       [](models::TransformerConfig& c) {
+         c.num_experts = 4;  // MoE experts: GeLU or SwiGLU, as the dense MLP
+         c.activation = "relu";
+       }},
   };
   for (const auto& [message, change] : cases) {
     models::TransformerConfig config = test::tiny_model_config(1, 16, 2, 8, 0.0);

@@ -120,9 +120,50 @@ TEST_F(ConfigTest, LaterCapabilitiesAreRejectedNotIgnored) {
   EXPECT_NE(msg.find("model.activation = \"squared_relu\" is not supported yet"), std::string::npos) << msg;
   // relu, geglu and relative positions load (T5 builds them); GPT and BERT reject them when built
   // (model_seam_test, bert_test).
-  auto moe = error_of(kMock, {"model.num_experts=4"});
-  EXPECT_NE(moe.find("model.num_experts"), std::string::npos) << moe;
-  EXPECT_NE(moe.find("not supported yet"), std::string::npos) << moe;
+  auto moe = error_of(kMock, {"model.num_experts=4", "model.architecture=t5"});
+  EXPECT_NE(moe.find("model.num_experts = 4 is not supported yet by model.architecture = t5"), std::string::npos)
+      << moe;
+}
+
+// The mixture-of-experts keys (docs/moe.md): they load, and each bad value names its key (exit 2).
+TEST_F(ConfigTest, MoeKeysLoadAndBadValuesNameTheKey) {
+  auto c = train::load_config(write(kMock), {"model.num_experts=8", "model.moe_router_topk=2",
+                                             "model.moe_ffn_hidden_size=96", "model.moe_aux_loss_coeff=0.01",
+                                             "model.moe_z_loss_coeff=0.001", "model.moe_router_score_function=sigmoid",
+                                             "model.moe_expert_capacity_factor=1.5", "model.moe_layer_freq=2",
+                                             "model.moe_shared_expert_intermediate_size=64"});
+  EXPECT_EQ(c.model.num_experts, 8);
+  EXPECT_EQ(c.model.expert_ffn_hidden_size(), 96);
+  EXPECT_DOUBLE_EQ(c.model.moe_aux_loss_coeff, 0.01);
+  EXPECT_EQ(c.model.moe_router_score_function, "sigmoid");
+  EXPECT_DOUBLE_EQ(c.model.moe_expert_capacity_factor, 1.5);
+  EXPECT_TRUE(c.model.is_moe_layer(0));
+  EXPECT_FALSE(c.model.is_moe_layer(1));
+  EXPECT_TRUE(c.model.is_moe_layer(2));
+  EXPECT_EQ(c.model.moe_shared_expert_intermediate_size, 64);
+  auto dense = train::load_config(write(kMock), {});
+  EXPECT_EQ(dense.model.num_experts, 0);
+  EXPECT_FALSE(dense.model.is_moe_layer(0));
+  EXPECT_EQ(dense.model.expert_ffn_hidden_size(), dense.model.ffn_hidden_size);
+
+  const std::pair<std::vector<std::string>, const char*> bad[] = {
+      {{"model.num_experts=4", "model.moe_router_topk=5"}, "model.moe_router_topk = 5 must be in [1, model.num_experts = 4]"},
+      {{"model.num_experts=4", "model.moe_router_topk=0"}, "model.moe_router_topk = 0"},
+      {{"model.num_experts=-1"}, "model.num_experts = -1 must be >= 0"},
+      {{"model.num_experts=4", "model.moe_aux_loss_coeff=-1"}, "model.moe_aux_loss_coeff must be >= 0"},
+      {{"model.num_experts=4", "model.moe_z_loss_coeff=-1"}, "model.moe_z_loss_coeff must be >= 0"},
+      {{"model.num_experts=4", "model.moe_expert_capacity_factor=-1"}, "model.moe_expert_capacity_factor"},
+      {{"model.num_experts=4", "model.moe_pad_expert_input_to_capacity=true"},
+       "model.moe_pad_expert_input_to_capacity = true needs model.moe_expert_capacity_factor > 0"},
+      {{"model.num_experts=4", "model.moe_layer_freq=0"}, "model.moe_layer_freq = 0 must be >= 1"},
+      {{"model.num_experts=4", "model.moe_router_score_function=sqrtsoftplus"}, "model.moe_router_score_function"},
+      {{"model.num_experts=4", "model.moe_router_load_balancing_type=sinkhorn"}, "model.moe_router_load_balancing_type"},
+      {{"model.num_experts=4", "training.device=cuda"}, "model.num_experts = 4 is not supported yet with training.device = cuda"},
+  };
+  for (const auto& [overrides, message] : bad) {
+    auto msg = error_of(kMock, overrides);
+    EXPECT_NE(msg.find(message), std::string::npos) << "expected '" << message << "', got: " << msg;
+  }
 }
 
 // The Llama-style keys (issue 15): accepted values load, bad values and combinations name the keys.
