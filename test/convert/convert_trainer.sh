@@ -9,6 +9,10 @@
 #   shared_ranks:    import-hf (the HF GPT-2 fixture, TP=2 x PP=2) and reshard (a DP=2 distributed-
 #                    optimizer checkpoint to TP=2 x PP=2 x DP=2) under mpirun -np 3, ranks sharing the
 #                    files, write the same files as one process, equal by h5diff
+#   mixtral_ep:      import-hf of the HF Mixtral fixture (test/fixtures/hf/mixtral) at EP=2 writes
+#                    mp_rank_00_000_000 / _001 (inspect shows EP=2 and the experts' files); finetuning
+#                    from it at EP=2 x DP=2 gives the same losses as from the EP=1 import and as
+#                    checkpoint.pretrained_hf; it also loads on one rank (EP=1); EP=3 exits 2
 # Prints "convert_trainer SCENARIO: ok" only when every check passed.
 set -u
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
@@ -157,6 +161,55 @@ TOML
     [ "$(ls "$DIR/re_three/iter_0000010" | grep -c distrib_optim)" -eq 8 ] || fail "expected 8 distrib_optim files"
     same_files "$DIR/re_one/iter_0000010" "$DIR/re_three/iter_0000010"
     [ -z "$(ls -d "$DIR"/three/*.tmp-* "$DIR"/re_three/*.tmp-* 2>/dev/null)" ] || fail "a temporary folder is left"
+    ;;
+  mixtral_ep)
+    HF=${TESSERA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/test/fixtures/hf/mixtral/hf
+    [ -f "$HF/model.safetensors" ] || fail "HF Mixtral fixture missing: $HF"
+    cat >"$DIR/bare.toml" <<TOML
+[training]
+micro_batch_size = 2
+global_batch_size = 4
+train_iters = 3
+eval_interval = 0
+device = "cpu"
+[optimizer]
+lr = 1.0e-3
+min_lr = 1.0e-4
+lr_warmup_iters = 2
+[data]
+mock_data = true
+vocab_size = 256
+[logging]
+log_interval = 1
+TOML
+    bare() { step "$@" --config "$DIR/bare.toml" --set model.seq_length=16; }
+    step "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/ep2" --expert-model-parallel-size 2
+    for f in mp_rank_00_000_000.h5 mp_rank_00_000_001.h5; do
+      [ -f "$DIR/ep2/iter_0000000/$f" ] || fail "no $f in the EP=2 import: $(ls "$DIR/ep2/iter_0000000")"
+    done
+    step "$BIN/tessera-convert" inspect "$DIR/ep2"
+    grep -q "EP=2" "$DIR/step.log" || fail "inspect does not show EP=2"
+    grep "decoder.layers.1.mlp.experts.3.linear_fc2.weight" "$DIR/step.log" | grep -q "mp_rank_00_000_001.h5" ||
+      fail "inspect does not list expert 3 in EP rank 1's file"
+    step "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/ep1"
+    "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/ep3" --expert-model-parallel-size 3 >"$DIR/ep3.log" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || { cat "$DIR/ep3.log"; fail "EP=3 (4 experts) exited $rc, expected 2"; }
+    grep -q "expert_model_parallel_size" "$DIR/ep3.log" || fail "the EP=3 error does not name the key"
+    # model.num_experts is repeated: tessera-train checks parallel.expert_model_parallel_size against
+    # the config before the checkpoint's [model] keys are merged (start_point.h).
+    EP2=(--set parallel.expert_model_parallel_size=2 --set model.num_experts=4)
+    bare $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --set checkpoint.load="$DIR/ep2" --set checkpoint.finetune=true \
+      --set logging.metrics_file="$DIR/from_ep2.jsonl"
+    bare $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --set checkpoint.load="$DIR/ep1" --set checkpoint.finetune=true \
+      --set logging.metrics_file="$DIR/from_ep1.jsonl"
+    same_losses "$DIR/from_ep2.jsonl" "$DIR/from_ep1.jsonl" 3
+    bare $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --set checkpoint.pretrained_hf="$HF" \
+      --set checkpoint.save="$DIR/one" --set logging.metrics_file="$DIR/one_step.jsonl"
+    same_losses "$DIR/from_ep2.jsonl" "$DIR/one_step.jsonl" 3
+    bare "$BIN/tessera-train" --set checkpoint.load="$DIR/ep2" --set checkpoint.finetune=true \
+      --set logging.metrics_file="$DIR/single.jsonl"
+    [ "$(losses "$DIR/single.jsonl" | grep -c .)" -eq 3 ] || fail "the EP=2 import did not train on one rank"
     ;;
   *) fail "unknown scenario $SCENARIO" ;;
 esac
