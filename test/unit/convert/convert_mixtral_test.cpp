@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "convert_test_support.h"
@@ -16,6 +18,7 @@
 #include "tessera/convert/hf_family.h"
 #include "tessera/convert/hf_import.h"
 #include "tessera/convert/inspect.h"
+#include "tessera/convert/reshard.h"
 #include "tessera/convert/stored_config.h"
 #include "tessera/core/buffer.h"
 #include "tessera/models/gpt.h"
@@ -143,6 +146,71 @@ INSTANTIATE_TEST_SUITE_P(Fixture, ConvertMixtral,
                            return std::string(c.fixture == std::string("hf") ? "Single" : "Sharded") + "Tp" +
                                   std::to_string(c.tp) + "Pp" + std::to_string(c.pp) + "Ep" + std::to_string(c.ep);
                          });
+
+// Greedy decoding of the imported model (full forward per step) reproduces transformers' greedy
+// generate output stored with the fixture.
+TEST(ConvertMixtralGenerate, GreedyTokensEqualTransformers) {
+  const fs::path fixture = mixtral_fixture("hf");
+  if (fixture.empty()) GTEST_SKIP() << "HF Mixtral fixture not found";
+  test::ScratchDir dir;
+  convert::LayoutOptions layout;
+  layout.expert_model_parallel_size = 2;
+  const auto imported = convert::import_hf(fixture, dir / "ckpt", layout);
+  ckpt::CheckpointReader reader(imported.folder);
+  const int64_t vocab = reader.model_info().at("vocab_size");
+  train::Config config =
+      convert::conversion_config(convert::stored_keys(reader.config_toml(), {"model"}, "common.h5"), vocab);
+  models::GPTModel model(config.model, vocab, DType::f32, Device::cpu());
+  for (const ckpt::TensorShard& s : ckpt::model_shards(model.parameters())) reader.read_model(s);
+  std::ifstream in(fixture.parent_path() / "expected.json");
+  const nlohmann::json greedy = nlohmann::json::parse(in)["generate"]["greedy"];
+  const auto prompts = greedy["kwargs"]["input_ids"].get<std::vector<std::vector<int32_t>>>();
+  const auto expected = greedy["output_ids"].get<std::vector<std::vector<int32_t>>>();
+  const int64_t new_tokens = greedy["kwargs"]["max_new_tokens"].get<int64_t>();
+  ASSERT_EQ(prompts.size(), expected.size());
+  for (size_t row = 0; row < prompts.size(); ++row) {
+    std::vector<int32_t> ids = prompts[row];
+    for (int64_t step = 0; step < new_tokens; ++step) {
+      Arena arena(size_t(64) << 20);
+      const auto seq = static_cast<int64_t>(ids.size());
+      Tensor logits = model.forward_logits(arena, Tensor(ids.data(), DType::i32, {1, seq}), Tensor(), Tensor());
+      const float* last = logits.data_as<float>() + (seq - 1) * model.padded_vocab_size();
+      ids.push_back(static_cast<int32_t>(std::max_element(last, last + vocab) - last));
+    }
+    EXPECT_EQ(ids, expected[row]) << "row " << row;
+  }
+}
+
+// tessera-convert reshard moves the imported experts between EP sizes: EP=1 -> TP=2 x EP=2 -> EP=4
+// -> EP=1, each exported back bitwise equal to the fixture; EP=3 (4 experts) is refused.
+TEST(ConvertMixtralReshard, ExpertsMoveBetweenEpSizesBitwise) {
+  const fs::path fixture = mixtral_fixture("hf");
+  if (fixture.empty()) GTEST_SKIP() << "HF Mixtral fixture not found";
+  test::ScratchDir dir;
+  convert::import_hf(fixture, dir / "ep1", convert::LayoutOptions{});
+  struct Step {
+    const char *from, *to;
+    int64_t tp, ep;
+  };
+  for (const Step& s : {Step{"ep1", "tp2ep2", 2, 2}, Step{"tp2ep2", "ep4", 1, 4}, Step{"ep4", "back", 1, 1}}) {
+    convert::LayoutOptions layout;
+    layout.tensor_model_parallel_size = s.tp;
+    layout.expert_model_parallel_size = s.ep;
+    layout.data_parallel_size = s.ep;  // EP divides DP
+    const auto r = convert::reshard(dir / s.from, std::nullopt, dir / s.to, layout, true);
+    int files = 0;
+    for (const auto& entry : fs::directory_iterator(r.folder))
+      files += entry.path().filename().string().starts_with("mp_rank_");
+    EXPECT_EQ(files, s.tp * s.ep) << s.to;
+    EXPECT_EQ(ckpt::CheckpointReader(r.folder).saved_layout().ep_size, s.ep) << s.to;
+    convert::export_hf(dir / s.to, dir / (std::string(s.to) + "-hf"), convert::ExportOptions{});
+    test::expect_same_tensors(fixture, dir / (std::string(s.to) + "-hf"));
+  }
+  EXPECT_TRUE(fs::exists(dir / "tp2ep2/iter_0000000/mp_rank_01_000_001.h5"));
+  convert::LayoutOptions bad;
+  bad.expert_model_parallel_size = 3;
+  EXPECT_THROW(convert::reshard(dir / "ep1", std::nullopt, dir / "ep3", bad, true), ConfigError);
+}
 
 // inspect lists every expert tensor of an EP checkpoint with the file (EP rank) holding it.
 TEST(ConvertMixtralInspect, ListsExpertTensorsAndTheEpSize) {
