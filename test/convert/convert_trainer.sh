@@ -12,7 +12,9 @@
 #   mixtral_ep:      import-hf of the HF Mixtral fixture (test/fixtures/hf/mixtral) at EP=2 writes
 #                    mp_rank_00_000_000 / _001 (inspect shows EP=2 and the experts' files); finetuning
 #                    from it at EP=2 x DP=2 gives the same losses as from the EP=1 import and as
-#                    checkpoint.pretrained_hf; it also loads on one rank (EP=1); EP=3 exits 2
+#                    checkpoint.pretrained_hf; that run's EP=2 checkpoint exports to Mixtral and,
+#                    re-imported at EP=2, evaluates to the same loss; the EP=2 import also loads on
+#                    one rank (EP=1); EP=3 exits 2
 # Prints "convert_trainer SCENARIO: ok" only when every check passed.
 set -u
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
@@ -207,6 +209,22 @@ TOML
     bare $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --set checkpoint.pretrained_hf="$HF" \
       --set checkpoint.save="$DIR/one" --set logging.metrics_file="$DIR/one_step.jsonl"
     same_losses "$DIR/from_ep2.jsonl" "$DIR/one_step.jsonl" 3
+    # The trainer's own EP=2 checkpoint (iteration 3) exports to Mixtral; re-imported at EP=2 it
+    # evaluates to the same loss as the trainer's checkpoint.
+    step "$BIN/tessera-convert" export-hf --input "$DIR/one" --output "$DIR/one_hf"
+    grep -q '"model_type": "mixtral"' "$DIR/one_hf/config.json" || fail "the export is not a mixtral"
+    step "$BIN/tessera-convert" import-hf --input "$DIR/one_hf" --output "$DIR/reimported" --expert-model-parallel-size 2
+    evaluate() {  # CHECKPOINT LOG
+      step $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --config "$DIR/bare.toml" --set model.seq_length=16 \
+        --set checkpoint.load="$1" --set checkpoint.finetune=true --eval-only --set training.eval_iters=2
+      grep -i "loss" "$DIR/step.log" | grep -iv "^moe_\|^loss =\|^eod_\|^\[" >"$2" || true
+      [ -s "$2" ] || { cat "$DIR/step.log"; fail "no loss in the --eval-only output of $1"; }
+    }
+    evaluate "$DIR/one" "$DIR/eval_trained.txt"
+    evaluate "$DIR/reimported" "$DIR/eval_reimported.txt"
+    cmp -s "$DIR/eval_trained.txt" "$DIR/eval_reimported.txt" ||
+      fail "eval loss differs: $(cat "$DIR/eval_trained.txt") vs $(cat "$DIR/eval_reimported.txt")"
+    echo "same eval loss: $(head -1 "$DIR/eval_trained.txt")"
     bare "$BIN/tessera-train" --set checkpoint.load="$DIR/ep2" --set checkpoint.finetune=true \
       --set logging.metrics_file="$DIR/single.jsonl"
     [ "$(losses "$DIR/single.jsonl" | grep -c .)" -eq 3 ] || fail "the EP=2 import did not train on one rank"
