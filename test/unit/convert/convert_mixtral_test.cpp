@@ -83,6 +83,10 @@ struct Case {
   const char* fixture;
   int64_t tp, pp, ep;
 };
+// A readable, stable parameter description in the test list (not the struct's bytes).
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.fixture << " TP=" << c.tp << " PP=" << c.pp << " EP=" << c.ep;
+}
 
 class ConvertMixtral : public ::testing::TestWithParam<Case> {};
 
