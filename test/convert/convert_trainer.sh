@@ -198,9 +198,8 @@ TOML
     rc=$?
     [ $rc -eq 2 ] || { cat "$DIR/ep3.log"; fail "EP=3 (4 experts) exited $rc, expected 2"; }
     grep -q "expert_model_parallel_size" "$DIR/ep3.log" || fail "the EP=3 error does not name the key"
-    # model.num_experts is repeated: tessera-train checks parallel.expert_model_parallel_size against
-    # the config before the checkpoint's [model] keys are merged (start_point.h).
-    EP2=(--set parallel.expert_model_parallel_size=2 --set model.num_experts=4)
+    # No model keys: model.num_experts (which EP=2 needs) comes from the checkpoint / config.json.
+    EP2=(--set parallel.expert_model_parallel_size=2)
     bare $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --set checkpoint.load="$DIR/ep2" --set checkpoint.finetune=true \
       --set logging.metrics_file="$DIR/from_ep2.jsonl"
     bare $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --set checkpoint.load="$DIR/ep1" --set checkpoint.finetune=true \
