@@ -10,7 +10,8 @@
 #                    optimizer checkpoint to TP=2 x PP=2 x DP=2) under mpirun -np 3, ranks sharing the
 #                    files, write the same files as one process, equal by h5diff
 #   mixtral_ep:      import-hf of the HF Mixtral fixture (test/fixtures/hf/mixtral) at EP=2 writes
-#                    mp_rank_00_000_000 / _001 (inspect shows EP=2 and the experts' files); finetuning
+#                    mp_rank_00_000_000 / _001 (inspect shows EP=2 and the experts' files; TP=2 x EP=2
+#                    under mpirun -np 3 writes the same files as one process); finetuning
 #                    from it at EP=2 x DP=2 gives the same losses as from the EP=1 import and as
 #                    checkpoint.pretrained_hf; that run's EP=2 checkpoint exports to Mixtral and,
 #                    re-imported at EP=2, evaluates to the same loss; the EP=2 import also loads on
@@ -194,6 +195,19 @@ TOML
     grep "decoder.layers.1.mlp.experts.3.linear_fc2.weight" "$DIR/step.log" | grep -q "mp_rank_00_000_001.h5" ||
       fail "inspect does not list expert 3 in EP rank 1's file"
     step "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/ep1"
+    # Three ranks sharing the TP=2 x EP=2 import write the same files as one process.
+    step "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/tp2ep2_one" --tensor-model-parallel-size 2 \
+      --expert-model-parallel-size 2
+    step $MPIRUN -np 3 "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/tp2ep2_three" \
+      --tensor-model-parallel-size 2 --expert-model-parallel-size 2
+    [ "$(cd "$DIR/tp2ep2_one/iter_0000000" && ls)" = "$(cd "$DIR/tp2ep2_three/iter_0000000" && ls)" ] ||
+      fail "different files: $(ls "$DIR/tp2ep2_one/iter_0000000") vs $(ls "$DIR/tp2ep2_three/iter_0000000")"
+    [ "$(ls "$DIR/tp2ep2_one/iter_0000000" | grep -c '^mp_rank_0[01]_000_00[01].h5$')" -eq 4 ] ||
+      fail "expected mp_rank_{00,01}_000_{000,001}.h5: $(ls "$DIR/tp2ep2_one/iter_0000000")"
+    for f in "$DIR"/tp2ep2_one/iter_0000000/*.h5; do
+      h5diff -r "$f" "$DIR/tp2ep2_three/iter_0000000/$(basename "$f")" >"$DIR/diff.log" 2>&1 ||
+        { head -20 "$DIR/diff.log"; fail "$(basename "$f") differs between one and three ranks"; }
+    done
     "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/ep3" --expert-model-parallel-size 3 >"$DIR/ep3.log" 2>&1
     rc=$?
     [ $rc -eq 2 ] || { cat "$DIR/ep3.log"; fail "EP=3 (4 experts) exited $rc, expected 2"; }
