@@ -9,6 +9,13 @@
 #   shared_ranks:    import-hf (the HF GPT-2 fixture, TP=2 x PP=2) and reshard (a DP=2 distributed-
 #                    optimizer checkpoint to TP=2 x PP=2 x DP=2) under mpirun -np 3, ranks sharing the
 #                    files, write the same files as one process, equal by h5diff
+#   mixtral_ep:      import-hf of the HF Mixtral fixture (test/fixtures/hf/mixtral) at EP=2 writes
+#                    mp_rank_00_000_000 / _001 (inspect shows EP=2 and the experts' files; TP=2 x EP=2
+#                    under mpirun -np 3 writes the same files as one process); finetuning
+#                    from it at EP=2 x DP=2 gives the same losses as from the EP=1 import and as
+#                    checkpoint.pretrained_hf; that run's EP=2 checkpoint exports to Mixtral and,
+#                    re-imported at EP=2, evaluates to the same loss; the EP=2 import also loads on
+#                    one rank (EP=1); EP=3 exits 2
 # Prints "convert_trainer SCENARIO: ok" only when every check passed.
 set -u
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
@@ -157,6 +164,83 @@ TOML
     [ "$(ls "$DIR/re_three/iter_0000010" | grep -c distrib_optim)" -eq 8 ] || fail "expected 8 distrib_optim files"
     same_files "$DIR/re_one/iter_0000010" "$DIR/re_three/iter_0000010"
     [ -z "$(ls -d "$DIR"/three/*.tmp-* "$DIR"/re_three/*.tmp-* 2>/dev/null)" ] || fail "a temporary folder is left"
+    ;;
+  mixtral_ep)
+    HF=${TESSERA_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/test/fixtures/hf/mixtral/hf
+    [ -f "$HF/model.safetensors" ] || fail "HF Mixtral fixture missing: $HF"
+    cat >"$DIR/bare.toml" <<TOML
+[training]
+micro_batch_size = 2
+global_batch_size = 4
+train_iters = 3
+eval_interval = 0
+device = "cpu"
+[optimizer]
+lr = 1.0e-3
+min_lr = 1.0e-4
+lr_warmup_iters = 2
+[data]
+mock_data = true
+vocab_size = 256
+[logging]
+log_interval = 1
+TOML
+    bare() { step "$@" --config "$DIR/bare.toml" --set model.seq_length=16; }
+    step "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/ep2" --expert-model-parallel-size 2
+    for f in mp_rank_00_000_000.h5 mp_rank_00_000_001.h5; do
+      [ -f "$DIR/ep2/iter_0000000/$f" ] || fail "no $f in the EP=2 import: $(ls "$DIR/ep2/iter_0000000")"
+    done
+    step "$BIN/tessera-convert" inspect "$DIR/ep2"
+    grep -q "EP=2" "$DIR/step.log" || fail "inspect does not show EP=2"
+    grep "decoder.layers.1.mlp.experts.3.linear_fc2.weight" "$DIR/step.log" | grep -q "mp_rank_00_000_001.h5" ||
+      fail "inspect does not list expert 3 in EP rank 1's file"
+    step "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/ep1"
+    # Three ranks sharing the TP=2 x EP=2 import write the same files as one process.
+    step "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/tp2ep2_one" --tensor-model-parallel-size 2 \
+      --expert-model-parallel-size 2
+    step $MPIRUN -np 3 "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/tp2ep2_three" \
+      --tensor-model-parallel-size 2 --expert-model-parallel-size 2
+    [ "$(cd "$DIR/tp2ep2_one/iter_0000000" && ls)" = "$(cd "$DIR/tp2ep2_three/iter_0000000" && ls)" ] ||
+      fail "different files: $(ls "$DIR/tp2ep2_one/iter_0000000") vs $(ls "$DIR/tp2ep2_three/iter_0000000")"
+    [ "$(ls "$DIR/tp2ep2_one/iter_0000000" | grep -c '^mp_rank_0[01]_000_00[01].h5$')" -eq 4 ] ||
+      fail "expected mp_rank_{00,01}_000_{000,001}.h5: $(ls "$DIR/tp2ep2_one/iter_0000000")"
+    for f in "$DIR"/tp2ep2_one/iter_0000000/*.h5; do
+      h5diff -r "$f" "$DIR/tp2ep2_three/iter_0000000/$(basename "$f")" >"$DIR/diff.log" 2>&1 ||
+        { head -20 "$DIR/diff.log"; fail "$(basename "$f") differs between one and three ranks"; }
+    done
+    "$BIN/tessera-convert" import-hf --input "$HF" --output "$DIR/ep3" --expert-model-parallel-size 3 >"$DIR/ep3.log" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] || { cat "$DIR/ep3.log"; fail "EP=3 (4 experts) exited $rc, expected 2"; }
+    grep -q "expert_model_parallel_size" "$DIR/ep3.log" || fail "the EP=3 error does not name the key"
+    # No model keys: model.num_experts (which EP=2 needs) comes from the checkpoint / config.json.
+    EP2=(--set parallel.expert_model_parallel_size=2)
+    bare $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --set checkpoint.load="$DIR/ep2" --set checkpoint.finetune=true \
+      --set logging.metrics_file="$DIR/from_ep2.jsonl"
+    bare $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --set checkpoint.load="$DIR/ep1" --set checkpoint.finetune=true \
+      --set logging.metrics_file="$DIR/from_ep1.jsonl"
+    same_losses "$DIR/from_ep2.jsonl" "$DIR/from_ep1.jsonl" 3
+    bare $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --set checkpoint.pretrained_hf="$HF" \
+      --set checkpoint.save="$DIR/one" --set logging.metrics_file="$DIR/one_step.jsonl"
+    same_losses "$DIR/from_ep2.jsonl" "$DIR/one_step.jsonl" 3
+    # The trainer's own EP=2 checkpoint (iteration 3) exports to Mixtral; re-imported at EP=2 it
+    # evaluates to the same loss as the trainer's checkpoint.
+    step "$BIN/tessera-convert" export-hf --input "$DIR/one" --output "$DIR/one_hf"
+    grep -q '"model_type": "mixtral"' "$DIR/one_hf/config.json" || fail "the export is not a mixtral"
+    step "$BIN/tessera-convert" import-hf --input "$DIR/one_hf" --output "$DIR/reimported" --expert-model-parallel-size 2
+    evaluate() {  # CHECKPOINT LOG
+      step $MPIRUN -np 2 "$BIN/tessera-train" "${EP2[@]}" --config "$DIR/bare.toml" --set model.seq_length=16 \
+        --set checkpoint.load="$1" --set checkpoint.finetune=true --eval-only --set training.eval_iters=2
+      grep -i "loss" "$DIR/step.log" | grep -iv "^moe_\|^loss =\|^eod_\|^\[" >"$2" || true
+      [ -s "$2" ] || { cat "$DIR/step.log"; fail "no loss in the --eval-only output of $1"; }
+    }
+    evaluate "$DIR/one" "$DIR/eval_trained.txt"
+    evaluate "$DIR/reimported" "$DIR/eval_reimported.txt"
+    cmp -s "$DIR/eval_trained.txt" "$DIR/eval_reimported.txt" ||
+      fail "eval loss differs: $(cat "$DIR/eval_trained.txt") vs $(cat "$DIR/eval_reimported.txt")"
+    echo "same eval loss: $(head -1 "$DIR/eval_trained.txt")"
+    bare "$BIN/tessera-train" --set checkpoint.load="$DIR/ep2" --set checkpoint.finetune=true \
+      --set logging.metrics_file="$DIR/single.jsonl"
+    [ "$(losses "$DIR/single.jsonl" | grep -c .)" -eq 3 ] || fail "the EP=2 import did not train on one rank"
     ;;
   *) fail "unknown scenario $SCENARIO" ;;
 esac

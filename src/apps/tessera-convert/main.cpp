@@ -38,7 +38,7 @@ po::options_description layout_options() {
       "pipeline-model-parallel-size", po::value<int64_t>()->default_value(1), "target PP size")(
       "num-layers-per-virtual-pipeline-stage", po::value<int64_t>()->default_value(0),
       "layers per virtual stage (interleaved 1F1B); 0: none")(
-      "expert-model-parallel-size", po::value<int64_t>()->default_value(1), "target EP size (mixture-of-experts checkpoints; reshard only)")(
+      "expert-model-parallel-size", po::value<int64_t>()->default_value(1), "target EP size (mixture-of-experts: reshard, import-hf of a mixtral)")(
       "data-parallel-size", po::value<int64_t>()->default_value(1),
       "target DP size (the distributed optimizer's state is split over it)")(
       "use-distributed-optimizer", "write the optimizer state as distributed-optimizer slices (DP > 1)")(

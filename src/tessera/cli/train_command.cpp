@@ -111,14 +111,20 @@ int train_command(int argc, char** argv) {
     if (vm.count(s.option)) overrides.push_back(std::string(s.key) + "=" + vm[s.option].as<std::string>());
   for (const auto& o : vm["set"].as<std::vector<std::string>>()) overrides.push_back(o);
 
-  tessera::train::Config config = tessera::train::load_config_on_all_ranks(vm["config"].as<std::string>(), overrides);
   // The checkpoint (or checkpoint.pretrained_hf model) the run starts from supplies the [model]
-  // keys the user did not set.
+  // keys the user did not set. The first load only finds it: there EP is 1, since
+  // parallel.expert_model_parallel_size is checked against model.num_experts, which the checkpoint
+  // may be the one to give (a MoE checkpoint finetuned at EP > 1 without repeating its model keys).
+  std::vector<std::string> first = overrides;
+  first.push_back("parallel.expert_model_parallel_size=1");
+  tessera::train::Config config = tessera::train::load_config_on_all_ranks(vm["config"].as<std::string>(), first);
   if (auto start = tessera::convert::start_point(config, overrides); !start.empty()) {
     std::vector<std::string> all = start.defaults;
     all.insert(all.end(), overrides.begin(), overrides.end());
     all.insert(all.end(), start.forced.begin(), start.forced.end());
     config = tessera::train::load_config_on_all_ranks(vm["config"].as<std::string>(), all);
+  } else {
+    config = tessera::train::load_config_on_all_ranks(vm["config"].as<std::string>(), overrides);
   }
   if (vm.count("print-config")) {
     if (tessera::log::is_output_rank()) std::cout << config.to_toml();

@@ -42,6 +42,31 @@ void check_llama_exportable(const train::ModelConfig& m) {
   need(m.num_experts == 0, "num_experts", std::to_string(m.num_experts), "0");
 }
 
+// A Mixtral is a Llama-style GPT whose every layer is a MoE layer of SwiGLU experts with Mixtral's
+// router (softmax over the top-k logits = softmax, top-k, renormalised) and no extras.
+void check_mixtral_exportable(const train::ModelConfig& m) {
+  auto need = [](bool ok, const char* key, const std::string& value, const char* allowed) {
+    if (!ok)
+      TESSERA_CONFIG_FAIL("model.", key, " = ", value, " cannot be written as a Hugging Face Mixtral (it needs ",
+                          allowed, ")");
+  };
+  need(m.architecture == "gpt", "architecture", m.architecture, "gpt");
+  need(m.num_experts > 0, "num_experts", std::to_string(m.num_experts), "> 0");
+  need(m.position_embedding_type == "rope", "position_embedding_type", m.position_embedding_type, "rope");
+  need(!m.rotary_interleaved, "rotary_interleaved", "true", "false");
+  need(m.rotary_percent == 1.0, "rotary_percent", std::to_string(m.rotary_percent), "1.0");
+  need(m.normalization == "rmsnorm", "normalization", m.normalization, "rmsnorm");
+  need(m.activation == "swiglu", "activation", m.activation, "swiglu");
+  need(!m.add_bias_linear, "add_bias_linear", "true", "false");
+  need(m.moe_layer_freq == 1, "moe_layer_freq", std::to_string(m.moe_layer_freq), "1: every layer MoE");
+  need(m.moe_shared_expert_intermediate_size == 0, "moe_shared_expert_intermediate_size",
+       std::to_string(m.moe_shared_expert_intermediate_size), "0: no shared expert");
+  need(m.moe_router_score_function == "softmax", "moe_router_score_function", m.moe_router_score_function, "softmax");
+  need(!m.moe_router_pre_softmax, "moe_router_pre_softmax", "true", "false: Mixtral renormalises the top-k weights");
+  need(m.moe_expert_capacity_factor == 0.0, "moe_expert_capacity_factor", std::to_string(m.moe_expert_capacity_factor),
+       "0: dropless");
+}
+
 // GPT's checkpoint tensors at config's layout: the pipeline's chunks of every stage.
 std::vector<models::CheckpointTensor> gpt_tensors_at_layout(const train::Config& config, int64_t vocab_size) {
   const int pp = static_cast<int>(config.parallel.pipeline_model_parallel_size);
@@ -90,6 +115,8 @@ const std::vector<HfFamily>& hf_families() {
        check_gpt2_exportable, gpt_tensors_at_layout},
       {"llama", "gpt", models::llama_model_keys_from_hf, models::llama_hf_names, models::llama_hf_config,
        check_llama_exportable, gpt_tensors_at_layout},
+      {"mixtral", "gpt", models::mixtral_model_keys_from_hf, models::mixtral_hf_names, models::mixtral_hf_config,
+       check_mixtral_exportable, gpt_tensors_at_layout},
       {"megatron-bert", "bert", models::megatron_bert_model_keys_from_hf, models::megatron_bert_hf_names,
        models::megatron_bert_hf_config, check_megatron_bert_exportable, bert_tensors_at_layout},
       {"t5", "t5", models::t5_model_keys_from_hf, models::t5_hf_names, models::t5_hf_config, check_t5_exportable,

@@ -1,7 +1,7 @@
 // The model families tessera-convert and tessera-train understand in Hugging Face form, keyed by
 // config.json's model_type. A family row says which Tessera architecture it becomes, how its
 // config.json maps to [model] keys and back, and its tensor-name map (which lives beside the model,
-// e.g. models/gpt_hf_names.h). Llama, Megatron-BERT and T5 add a row here with their name map.
+// e.g. models/gpt_hf_names.h). Llama, Mixtral, Megatron-BERT and T5 add a row here with their name map.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,6 +11,7 @@
 #include "tessera/models/gpt_checkpoint_tensors.h"
 #include "tessera/models/gpt_hf_names.h"
 #include "tessera/models/llama_hf_names.h"
+#include "tessera/models/mixtral_hf_names.h"
 #include "tessera/models/t5_hf_names.h"
 #include "tessera/train/config.h"
 

@@ -62,10 +62,10 @@ ImportResult import_hf(const fs::path& hf_dir, const fs::path& output, const Lay
            "model.make_vocab_size_divisible_by=" + std::to_string(options.make_vocab_size_divisible_by.value_or(128)),
            "training.precision=\"" + precision + "\""})
     keys.push_back(key);
-  if (options.expert_model_parallel_size != 1)
+  if (options.expert_model_parallel_size != 1 && family.model_type != "mixtral")
     TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", options.expert_model_parallel_size,
-                        ": ", family.model_type, " has no experts (expert parallelism needs a MoE family)");
-  const train::Config config = conversion_config(keys, vocab);
+                        ": ", family.model_type, " has no experts (expert parallelism needs a MoE family: mixtral)");
+  const train::Config config = conversion_config(keys, vocab);  // EP not dividing num_experts: ConfigError
   const std::vector<models::CheckpointTensor> tensors = family.checkpoint_tensors(config, vocab);
 
   // Every HF tensor must be known, every needed one present with the expected shape.
@@ -88,7 +88,11 @@ ImportResult import_hf(const fs::path& hf_dir, const fs::path& output, const Lay
                           " with ", config.model.num_layers, " layers)");
 
   const int64_t tp = options.tensor_model_parallel_size;
-  TargetLayout target{static_cast<int>(tp), static_cast<int>(options.pipeline_model_parallel_size), 1, 1, false};
+  // EP > 1: one model file per EP rank (mp_rank_TT_PPP_EEE), each with its experts; the smallest
+  // data-parallel size that holds EP ranks (EP divides DP) is recorded, any DP loads it.
+  const int ep = static_cast<int>(options.expert_model_parallel_size);
+  TargetLayout target{static_cast<int>(tp), static_cast<int>(options.pipeline_model_parallel_size), ep, ep, false,
+                      config.model.num_experts};
   CheckpointWriter writer(output, 0, target, dtype, false, ranks);
   ImportResult result;
   std::vector<float> hf_values, global;
