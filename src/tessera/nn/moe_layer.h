@@ -75,6 +75,10 @@ class MoeLayer {
   const MoeShape& shape() const { return shape_; }
 
  private:
+  // rows [T_e, h] of the permutation -> the experts' outputs (forward) or input gradients (backward),
+  // the same order; with EP the rows travel to their experts' ranks and back.
+  Tensor run_experts(Arena& arena, const Tensor& rows, Saved& saved, bool backward) const;
+
   std::string name_;
   MoeShape shape_;
   // Sequence parallelism: the layer all-gathers the TP group's tokens and routes all of them (its
@@ -82,9 +86,6 @@ class MoeLayer {
   parallel::TensorParallel tp_;
   ParameterStore* store_;
   int router_ = -1;
-  // rows [T_e, h] of the permutation -> the experts' outputs (forward) or input gradients (backward),
-  // the same order; with EP the rows travel to their experts' ranks and back.
-  Tensor run_experts(Arena& arena, const Tensor& rows, Saved& saved, bool backward) const;
   ExpertParallel ep_;
   int64_t first_expert_ = 0;  // global index of experts_[0]
   std::vector<MLP> experts_;
