@@ -35,6 +35,7 @@ MoeLayer::MoeLayer(ParameterStore& store, const std::string& name, int64_t hidde
 }
 
 Tensor MoeLayer::forward(Arena& arena, const Tensor& in, Saved& saved) const {
+  if (in.device().is_cuda()) return forward_device(arena, in, saved);
   if (!in.device().is_cpu() || in.dtype() != DType::f32)
     TESSERA_CONFIG_FAIL(name_, ": model.num_experts = ", shape_.num_experts,
                         " runs on the CPU in fp32 only for now (got ", in.describe(),
@@ -66,6 +67,7 @@ Tensor MoeLayer::forward(Arena& arena, const Tensor& in, Saved& saved) const {
 }
 
 Tensor MoeLayer::backward(Arena& arena, const Tensor& dout, const Saved& saved, double aux_loss_scale) const {
+  if (dout.device().is_cuda()) return backward_device(arena, dout, saved, aux_loss_scale);
   const ops::Permutation& p = saved.permutation;
   const int64_t n = saved.in.dim(0), h = saved.in.dim(1);
   Tensor dexpert_out = arena.allocate(DType::f32, {p.rows(), h});
@@ -88,9 +90,9 @@ Tensor MoeLayer::backward(Arena& arena, const Tensor& dout, const Saved& saved, 
 }
 
 namespace {
-// [rows, h] f32 in the arena, rows possibly 0.
-Tensor rows_buffer(Arena& arena, int64_t rows, int64_t h) {
-  return arena.allocate(DType::f32, {std::max<int64_t>(rows, 1), h}).rows(0, rows);
+// [rows, h] in the arena (f32, or the rows' dtype on a device), rows possibly 0.
+Tensor rows_buffer(Arena& arena, int64_t rows, int64_t h, DType dtype = DType::f32) {
+  return arena.allocate(dtype, {std::max<int64_t>(rows, 1), h}).rows(0, rows);
 }
 }  // namespace
 
@@ -105,7 +107,7 @@ Tensor MoeLayer::run_experts(Arena& arena, const Tensor& rows, Saved& saved, boo
                         : experts_[static_cast<size_t>(j)].forward(arena, in, s);
     ops::copy(r, out);
   };
-  Tensor result = rows_buffer(arena, p.rows(), h);
+  Tensor result = rows_buffer(arena, p.rows(), h, rows.dtype());
   if (!backward) saved.experts.assign(experts_.size(), MLP::Saved{});
   if (ep_.size == 1) {
     int64_t row = 0;
