@@ -184,23 +184,25 @@ Tensor MoeLayer::backward_device(Arena& arena, const Tensor& dout, const Saved& 
     StepTimer timer(device, MoeTiming::permute_bwd);
     ops::moe_permute_backward_device(dpermuted, saved.slot_row_dev, dx);
   }
-  StepTimer timer(device, MoeTiming::router_bwd);
-  Tensor dlogits = arena.allocate(DType::f32, {n, experts});
-  ops::moe_router_backward_device(saved.logits, saved.experts_dev, shape_.router, dprobs, dlogits);
-  const bool aux = shape_.aux_loss && shape_.aux_loss_coeff > 0, z = shape_.z_loss_coeff > 0;
-  if ((aux || z) && n > 0) {  // the losses' gradients on the host, added on the device
-    std::vector<float> host(static_cast<size_t>(n * experts), 0.0f);
-    const Tensor logits_host = host_view(const_cast<std::vector<float>&>(saved.logits_host), {n, experts});
-    const Tensor dl_host = host_view(host, {n, experts});
-    if (aux)
-      ops::moe_aux_loss_backward(logits_host, saved.routed, k, shape_.router.score,
-                                 aux_loss_scale * shape_.aux_loss_coeff, dl_host);
-    if (z) ops::moe_z_loss_backward(logits_host, aux_loss_scale * shape_.z_loss_coeff, dl_host);
-    ops::add_inplace(dlogits, upload(arena, host).view({n, experts}));
-  }
-  const Tensor dlogits_c = as_dtype(arena, dlogits, dout.dtype());
   Tensor dx_router = arena.allocate(dout.dtype(), {n, h});
-  ops::linear_backward(dlogits_c, saved.in, store_->value(router_), dx_router, store_->grad(router_), Tensor());
+  {
+    StepTimer timer(device, MoeTiming::router_bwd);
+    Tensor dlogits = arena.allocate(DType::f32, {n, experts});
+    ops::moe_router_backward_device(saved.logits, saved.experts_dev, shape_.router, dprobs, dlogits);
+    const bool aux = shape_.aux_loss && shape_.aux_loss_coeff > 0, z = shape_.z_loss_coeff > 0;
+    if ((aux || z) && n > 0) {  // the losses' gradients on the host, added on the device
+      std::vector<float> host(static_cast<size_t>(n * experts), 0.0f);
+      const Tensor logits_host = host_view(const_cast<std::vector<float>&>(saved.logits_host), {n, experts});
+      const Tensor dl_host = host_view(host, {n, experts});
+      if (aux)
+        ops::moe_aux_loss_backward(logits_host, saved.routed, k, shape_.router.score,
+                                   aux_loss_scale * shape_.aux_loss_coeff, dl_host);
+      if (z) ops::moe_z_loss_backward(logits_host, aux_loss_scale * shape_.z_loss_coeff, dl_host);
+      ops::add_inplace(dlogits, upload(arena, host).view({n, experts}));
+    }
+    const Tensor dlogits_c = as_dtype(arena, dlogits, dout.dtype());
+    ops::linear_backward(dlogits_c, saved.in, store_->value(router_), dx_router, store_->grad(router_), Tensor());
+  }
   ops::add_inplace(dx, dx_router);
   if (shared_) ops::add_inplace(dx, shared_->backward(arena, dout, saved.shared));
   return dx;
