@@ -1,7 +1,8 @@
 // MoE op parity (label gpu): the CUDA router (softmax, softmax pre-softmax, sigmoid; top-1/2/4 of
 // 8 and 64 experts, rows with tied logits) and its backward, the per-expert counts, the permutation
 // (dropless, dropped over capacity, padded to capacity) and the weighted combine with their
-// backwards (ops/moe_device.h), against the CPU references (ops/moe_router.h, ops/moe_permute.h)
+// backwards, and the experts' grouped linear layers (cublasGemmGroupedBatchedEx: forward, dgrad,
+// wgrad into f32 main grads, bias grads; groups of 0 rows) (ops/moe_device.h), against the CPU references (ops/moe_router.h, ops/moe_permute.h)
 // on the same rounded inputs, f32 and bf16. The chosen experts and counts must match exactly; the
 // combine and its backward must be bitwise deterministic over two runs. Exits 77 without a GPU.
 #include <cuda_runtime.h>
@@ -17,6 +18,7 @@
 
 #include "gpu/device_test_support.h"
 #include "tessera/core/tensor.h"
+#include "tessera/ops/linear.h"
 #include "tessera/ops/moe_capacity.h"
 #include "tessera/ops/moe_device.h"
 #include "tessera/ops/moe_permute.h"
@@ -224,6 +226,59 @@ void test_permutation() {
   }
 }
 
+// Grouped linear (ops/moe_device.h) against ops::linear_forward / linear_backward per group.
+void test_grouped_linear() {
+  const std::vector<int64_t> rows = {37, 0, 129, 64, 1};
+  const int64_t in_f = 96, out_f = 160, groups = static_cast<int64_t>(rows.size());
+  int64_t total = 0;
+  for (int64_t r : rows) total += r;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    auto in = gpu_test::random_normal(rng, total * in_f, 1.0f, dt);
+    auto dout = gpu_test::random_normal(rng, total * out_f, 1.0f, dt);
+    std::vector<std::vector<float>> w, b, dw, db;
+    std::vector<std::unique_ptr<DeviceTensor>> dw_dev, db_dev, w_dev, b_dev;
+    std::vector<Tensor> w_t, b_t, dw_t, db_t;
+    for (int64_t g = 0; g < groups; ++g) {
+      w.push_back(gpu_test::random_normal(rng, out_f * in_f, 0.1f, dt));
+      b.push_back(gpu_test::random_normal(rng, out_f, 0.1f, dt));
+      dw.push_back(gpu_test::random_normal(rng, out_f * in_f, 1.0f, DType::f32));  // main grads: += onto these
+      db.push_back(gpu_test::random_normal(rng, out_f, 1.0f, DType::f32));
+      w_dev.push_back(upload(w.back(), dt, {out_f, in_f}));
+      b_dev.push_back(upload(b.back(), dt, {out_f}));
+      dw_dev.push_back(upload(dw.back(), DType::f32, {out_f, in_f}));
+      db_dev.push_back(upload(db.back(), DType::f32, {out_f}));
+      w_t.push_back(w_dev.back()->tensor), b_t.push_back(b_dev.back()->tensor);
+      dw_t.push_back(dw_dev.back()->tensor), db_t.push_back(db_dev.back()->tensor);
+    }
+    std::vector<float> out(static_cast<size_t>(total * out_f)), din(static_cast<size_t>(total * in_f));
+    int64_t row = 0;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t r = rows[static_cast<size_t>(g)];
+      if (r > 0) {
+        Tensor in_g = Tensor(in.data() + row * in_f, DType::f32, {r, in_f});
+        Tensor dout_g = Tensor(dout.data() + row * out_f, DType::f32, {r, out_f});
+        ops::linear_forward(in_g, cpu(w[g], {out_f, in_f}), cpu(b[g], {out_f}),
+                            Tensor(out.data() + row * out_f, DType::f32, {r, out_f}));
+        ops::linear_backward(dout_g, in_g, cpu(w[g], {out_f, in_f}),
+                             Tensor(din.data() + row * in_f, DType::f32, {r, in_f}), cpu(dw[g], {out_f, in_f}),
+                             cpu(db[g], {out_f}));
+      }
+      row += r;
+    }
+    auto d_in = upload(in, dt, {total, in_f});
+    auto d_dout = upload(dout, dt, {total, out_f});
+    DeviceTensor d_out(dt, {total, out_f}, nullptr), d_din(dt, {total, in_f}, nullptr);
+    ops::moe_grouped_linear_forward(d_in->tensor, w_t, b_t, rows, d_out.tensor);
+    ops::moe_grouped_linear_backward(d_dout->tensor, d_in->tensor, w_t, rows, d_din.tensor, dw_t, db_t);
+    compare("grouped_linear_forward", dt, download(d_out, "grouped forward"), out, 1);
+    compare("grouped_linear_backward din", dt, download(d_din, "grouped dgrad"), din, 1);
+    for (int64_t g = 0; g < groups; ++g) {
+      compare("grouped_linear_backward dweight (f32 main grad)", dt, download(*dw_dev[g], "grouped wgrad"), dw[g], 1);
+      compare("grouped_linear_backward dbias (f32 main grad)", dt, download(*db_dev[g], "grouped bias grad"), db[g], 1);
+    }
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -235,6 +290,7 @@ int main() {
   try {
     test_router();
     test_permutation();
+    test_grouped_linear();
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());
     return 1;

@@ -20,6 +20,8 @@ MoeLayer::MoeLayer(ParameterStore& store, const std::string& name, int64_t hidde
   TESSERA_CHECK(ep.size >= 1 && shape.num_experts % ep.size == 0 && (ep.size == 1 || ep.comm != nullptr), name,
                 ": ", shape.num_experts, " experts over ", ep.size, " expert-parallel ranks");
   const int64_t local = shape.num_experts / ep.size;
+  mlp_ = mlp;
+  tp_size_ = tp.size;
   first_expert_ = ep.rank * local;
   experts_.reserve(static_cast<size_t>(local));
   for (int64_t e = first_expert_; e < first_expert_ + local; ++e) {

@@ -58,6 +58,7 @@ class MoeLayer {
     // The device path (moe_layer_device.cpp): the routing and permutation as device index tensors
     // (ops/moe_device.h) and the f32 logits on the host (the aux / z losses run there).
     Tensor experts_dev, probs_dev, row_slot_dev, slot_row_dev;
+    Tensor grouped_in, grouped_fc1, grouped_activation;  // the grouped-GEMM experts' activations
     std::vector<float> logits_host;
     double aux_loss = 0, z_loss = 0;  // without coefficients
     int64_t dropped = 0;              // slots dropped over capacity
@@ -88,6 +89,11 @@ class MoeLayer {
   // forward / backward for CUDA tensors (f32, bf16, f16; EP = 1): nn/moe_layer_device.cpp.
   Tensor forward_device(Arena& arena, const Tensor& in, Saved& saved) const;
   Tensor backward_device(Arena& arena, const Tensor& dout, const Saved& saved, double aux_loss_scale) const;
+  // run_experts with every local expert's FFN as grouped GEMMs (ops/moe_device.h), on CUDA at TP = 1
+  // when TESSERA_MOE_GROUPED_GEMM=1: moe_layer_device.cpp.
+  Tensor run_experts_grouped(Arena& arena, const Tensor& rows, Saved& saved, bool backward) const;
+  MlpOptions mlp_;
+  int tp_size_ = 1;
   ExpertParallel ep_;
   int64_t first_expert_ = 0;  // global index of experts_[0]
   std::vector<MLP> experts_;

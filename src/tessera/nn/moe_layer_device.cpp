@@ -5,6 +5,8 @@
 // experts and probs [T*k] and the f32 logits [T, E] come to the host once per forward; there the
 // capacity dropping, the permutation indices (moe_make_permutation, as the CPU path) and the
 // aux / z losses (values and gradients, ops/moe_aux_loss.h) run, and the indices go back.
+// TESSERA_MOE_GROUPED_GEMM=1 (TP = 1) runs the experts' linear layers as grouped GEMMs instead
+// (run_experts_grouped: cublasGemmGroupedBatchedEx, bias adds / grads per expert).
 // TESSERA_MOE_TIMING=1 synchronises around the sub-steps and prints their total times at exit.
 #include <chrono>
 #include <cstdio>
@@ -13,11 +15,13 @@
 
 #include "tessera/core/error.h"
 #include "tessera/nn/moe_layer.h"
+#include "tessera/ops/activation.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linear.h"
 #include "tessera/ops/moe_aux_loss.h"
 #include "tessera/ops/moe_capacity.h"
 #include "tessera/ops/moe_device.h"
+#include "tessera/ops/swiglu.h"
 
 namespace tessera::nn {
 
@@ -95,7 +99,60 @@ Tensor as_dtype(Arena& arena, const Tensor& t, DType dtype) {
   return out;
 }
 
+bool grouped_gemm_requested() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_MOE_GROUPED_GEMM");
+    return v && std::string(v) != "0";
+  }();
+  return on;
+}
+
 }  // namespace
+
+Tensor MoeLayer::run_experts_grouped(Arena& arena, const Tensor& rows, Saved& saved, bool backward) const {
+  const std::vector<int64_t>& counts = saved.permutation.rows_per_expert;
+  const int64_t r = rows.dim(0), h = rows.dim(1), experts = static_cast<int64_t>(experts_.size());
+  const DType dt = rows.dtype();
+  std::vector<Tensor> w1, b1, w2, b2, dw1, db1, dw2, db2;
+  for (int64_t e = first_expert_; e < first_expert_ + experts; ++e) {
+    const std::string base = name_ + ".experts." + std::to_string(e);
+    auto add = [&](const std::string& name, std::vector<Tensor>& value, std::vector<Tensor>& grad) {
+      const int i = store_->index_of(base + name);
+      TESSERA_CHECK(i >= 0, name_, ": no parameter ", base + name);
+      value.push_back(store_->value(i));
+      grad.push_back(store_->grad(i));
+    };
+    add(".linear_fc1.weight", w1, dw1);
+    add(".linear_fc2.weight", w2, dw2);
+    if (mlp_.bias) {
+      add(".linear_fc1.bias", b1, db1);
+      add(".linear_fc2.bias", b2, db2);
+    }
+  }
+  const int64_t f1 = w1.at(0).dim(0), f = mlp_.swiglu ? f1 / 2 : f1;
+  auto buffer = [&](int64_t cols) { return arena.allocate(dt, {std::max<int64_t>(r, 1), cols}).rows(0, r); };
+  if (!backward) {
+    Tensor fc1 = buffer(f1), activation = buffer(f), out = buffer(h);
+    if (r > 0) {
+      ops::moe_grouped_linear_forward(rows, w1, b1, counts, fc1);
+      if (mlp_.swiglu) ops::swiglu_forward(fc1, activation);
+      else if (mlp_.gelu_erf) ops::activation_forward(ops::Activation::gelu_erf, fc1, activation);
+      else ops::gelu_forward(fc1, activation);
+      ops::moe_grouped_linear_forward(activation, w2, b2, counts, out);
+    }
+    saved.grouped_in = rows, saved.grouped_fc1 = fc1, saved.grouped_activation = activation;
+    return out;
+  }
+  Tensor dactivation = buffer(f), dfc1 = buffer(f1), din = buffer(h);
+  if (r > 0) {
+    ops::moe_grouped_linear_backward(rows, saved.grouped_activation, w2, counts, dactivation, dw2, db2);
+    if (mlp_.swiglu) ops::swiglu_backward(dactivation, saved.grouped_fc1, dfc1);
+    else if (mlp_.gelu_erf) ops::activation_backward(ops::Activation::gelu_erf, dactivation, saved.grouped_fc1, dfc1);
+    else ops::gelu_backward(dactivation, saved.grouped_fc1, dfc1);
+    ops::moe_grouped_linear_backward(dfc1, saved.grouped_in, w1, counts, din, dw1, db1);
+  }
+  return din;
+}
 
 Tensor MoeLayer::forward_device(Arena& arena, const Tensor& in, Saved& saved) const {
   TESSERA_CHECK(in.ndim() == 2, name_, ": input must be [tokens, h], got ", in.describe());
@@ -152,7 +209,8 @@ Tensor MoeLayer::forward_device(Arena& arena, const Tensor& in, Saved& saved) co
   }
   {
     StepTimer timer(device, MoeTiming::experts_fwd);
-    saved.expert_out = run_experts(arena, permuted, saved, false);
+    saved.expert_out = grouped_gemm_requested() && tp_size_ == 1 ? run_experts_grouped(arena, permuted, saved, false)
+                                                                  : run_experts(arena, permuted, saved, false);
   }
   Tensor y = arena.allocate(in.dtype(), {n, h});
   {
@@ -177,7 +235,9 @@ Tensor MoeLayer::backward_device(Arena& arena, const Tensor& dout, const Saved& 
   Tensor dpermuted;
   {
     StepTimer timer(device, MoeTiming::experts_bwd);
-    dpermuted = run_experts(arena, dexpert_out, const_cast<Saved&>(saved), true);
+    Saved& s = const_cast<Saved&>(saved);
+    dpermuted = grouped_gemm_requested() && tp_size_ == 1 ? run_experts_grouped(arena, dexpert_out, s, true)
+                                                         : run_experts(arena, dexpert_out, s, true);
   }
   Tensor dx = arena.allocate(dout.dtype(), {n, h});
   {

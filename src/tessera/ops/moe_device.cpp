@@ -4,6 +4,7 @@
 #include "tessera/core/error.h"
 #include "tessera/ops/op_checks.h"
 #ifdef TESSERA_HAVE_CUDA
+#include "tessera/ops/cuda/grouped_gemm_cuda.h"
 #include "tessera/ops/cuda/moe_ops_cuda.h"
 #define TESSERA_MOE_CUDA(op, call) return ::tessera::ops::cuda::call
 #else
@@ -37,6 +38,17 @@ void moe_unpermute_backward_device(const Tensor& dy, const Tensor& expert_out, c
                                    const Tensor& probs, const Tensor& dexpert_out, const Tensor& dprobs) {
   TESSERA_MOE_CUDA("moe_unpermute_backward_device",
                    moe_unpermute_backward(dy, expert_out, row_slot, probs, dexpert_out, dprobs));
+}
+
+void moe_grouped_linear_forward(const Tensor& in, std::span<const Tensor> weights, std::span<const Tensor> biases,
+                                std::span<const int64_t> rows, const Tensor& out) {
+  TESSERA_MOE_CUDA("moe_grouped_linear_forward", grouped_linear_forward(in, weights, biases, rows, out));
+}
+void moe_grouped_linear_backward(const Tensor& dout, const Tensor& in, std::span<const Tensor> weights,
+                                 std::span<const int64_t> rows, const Tensor& din, std::span<const Tensor> dweights,
+                                 std::span<const Tensor> dbiases) {
+  TESSERA_MOE_CUDA("moe_grouped_linear_backward",
+                   grouped_linear_backward(dout, in, weights, rows, din, dweights, dbiases));
 }
 
 std::vector<int64_t> moe_slot_rows(const Permutation& p) {

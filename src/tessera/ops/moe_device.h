@@ -10,6 +10,8 @@
 // Only CUDA tensors; a CPU-only build fails naming the op.
 #pragma once
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "tessera/core/tensor.h"
 #include "tessera/ops/moe_permute.h"
@@ -35,6 +37,16 @@ void moe_unpermute_forward_device(const Tensor& expert_out, const Tensor& slot_r
 // dy [T, h] -> dexpert_out [rows, h] and dprobs f32 [T*k] (both overwritten; 0 for dropped slots).
 void moe_unpermute_backward_device(const Tensor& dy, const Tensor& expert_out, const Tensor& row_slot,
                                    const Tensor& probs, const Tensor& dexpert_out, const Tensor& dprobs);
+
+// The experts' linear layers as one grouped GEMM (cublasGemmGroupedBatchedEx): group g is the block
+// of rows[g] consecutive rows of in / out with its own weight [o, i] (and bias [o], when biases is not
+// empty). forward: out_g = in_g W_g^T + b_g. backward: din_g = dout_g W_g (skipped when din is
+// undefined), dW_g += dout_g^T in_g, db_g += the column sums of dout_g (dW / db f32 or in's dtype).
+void moe_grouped_linear_forward(const Tensor& in, std::span<const Tensor> weights, std::span<const Tensor> biases,
+                                std::span<const int64_t> rows, const Tensor& out);
+void moe_grouped_linear_backward(const Tensor& dout, const Tensor& in, std::span<const Tensor> weights,
+                                 std::span<const int64_t> rows, const Tensor& din, std::span<const Tensor> dweights,
+                                 std::span<const Tensor> dbiases);
 
 // Host helpers: slot_row of a permutation ([T*k], -1 for slots without a row).
 std::vector<int64_t> moe_slot_rows(const Permutation& permutation);
