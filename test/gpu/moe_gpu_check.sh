@@ -5,11 +5,13 @@
 #      within 1e-4 relative at every iteration, in three router setups (softmax top-2 + aux + z loss;
 #      sigmoid top-2, capacity 1.0 padded, shared expert, SwiGLU, every other layer MoE; pre-softmax
 #      top-1 with token dropping); the first one also in bf16 (lm_loss within 5e-2) and twice in fp32
-#      (bitwise the same metrics: deterministic);
+#      (bitwise the same metrics with training.deterministic_mode);
 #   3. compute-sanitizer memcheck over 3 iterations of the tiny bf16 model (when the tool is there);
+#   3b. the first two tiny setups again with the experts as grouped GEMMs (TESSERA_MOE_GROUPED_GEMM=1);
 #   4. share/configs/bench/moe-8x-top2.toml (8 experts, top-2, 12 x 768, expert FFN 3072, seq 1024,
 #      micro-batch 8, bf16): tokens/s, MFU by active parameters, peak memory; then again with
-#      TESSERA_MOE_TIMING=1 for the MoE sub-step times (routing, permutation, experts).
+#      TESSERA_MOE_TIMING=1 for the MoE sub-step times (routing, permutation, experts); both again
+#      with the grouped-GEMM experts.
 # Usage: moe_gpu_check.sh BIN_DIR SOURCE_DIR OUT_DIR
 # Exit 0 when every step passed, 1 otherwise, 77 without a GPU. Results: OUT/summary.txt, OUT/bench.jsonl.
 set -uo pipefail
@@ -93,8 +95,10 @@ bf16_and_determinism() {
   train a_gpu_bf16 cuda bf16 || return 1
   python3 "$check" "$out/a_gpu_bf16.jsonl" --iterations 20 --reference "$out/a_cpu.jsonl" --tolerance lm_loss=5e-2 ||
     return 1
-  train a_gpu_fp32_again cuda fp32 || return 1
-  python3 - "$out/a_gpu_fp32.jsonl" "$out/a_gpu_fp32_again.jsonl" <<'PY'
+  # training.deterministic_mode: the dense ops' reductions too (the MoE kernels have no float atomics)
+  train a_gpu_fp32_det1 cuda fp32 --set training.deterministic_mode=true || return 1
+  train a_gpu_fp32_det2 cuda fp32 --set training.deterministic_mode=true || return 1
+  python3 - "$out/a_gpu_fp32_det1.jsonl" "$out/a_gpu_fp32_det2.jsonl" <<'PY'
 import json, sys
 def rows(p):
     return [{k: r.get(k) for k in ("iteration", "lm_loss", "grad_norm", "moe_aux_loss", "moe_z_loss")}
@@ -105,9 +109,19 @@ sys.exit(0 if a == b and len(a) == 20 else 1)
 PY
 }
 step bf16_and_determinism bf16_and_determinism
+# The experts as grouped GEMMs (TESSERA_MOE_GROUPED_GEMM=1) against the same CPU runs.
+grouped_parity() {  # name overrides...
+  local name=$1
+  shift
+  TESSERA_MOE_GROUPED_GEMM=1 train "${name}_gpu_fp32_grouped" cuda fp32 "$@" || return 1
+  python3 "$check" "$out/${name}_gpu_fp32_grouped.jsonl" --iterations 20 --reference "$out/${name}_cpu.jsonl" \
+    --tolerance lm_loss=1e-4 --tolerance moe_aux_loss=1e-4 --tolerance moe_z_loss=1e-4
+}
+step grouped_gemm_loss_parity_softmax_top2 grouped_parity a
+step grouped_gemm_loss_parity_sigmoid_capacity_shared grouped_parity b "${setup_b[@]}"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$sanitizer" ]; then
-  step memcheck_tiny_bf16 timeout 120 "$sanitizer" --tool memcheck --error-exitcode 3 "$bin/tessera-train" \
+  step memcheck_tiny_bf16 timeout 60 "$sanitizer" --tool memcheck --error-exitcode 3 "$bin/tessera-train" \
     --config "$tiny" --set training.device=\"cuda\" --set training.precision=\"bf16\" --set training.train_iters=3 \
     "${setup_b[@]}"
 fi
@@ -116,5 +130,10 @@ step bench_moe_8x_top2 "$bin/tessera-bench" train --config "$cfg"
 step bench_moe_8x_top2_timing env TESSERA_MOE_TIMING=1 "$bin/tessera-bench" train --config "$cfg" \
   --set training.train_iters=12 --set optimizer.lr_decay_iters=12 --label moe-8x-top2-timed
 grep '\[moe timing\]' "$out/bench_moe_8x_top2_timing.txt" | tee -a "$out/summary.txt"
+step bench_moe_8x_top2_grouped env TESSERA_MOE_GROUPED_GEMM=1 "$bin/tessera-bench" train --config "$cfg" \
+  --label moe-8x-top2-grouped-gemm
+step bench_moe_8x_top2_grouped_timing env TESSERA_MOE_GROUPED_GEMM=1 TESSERA_MOE_TIMING=1 "$bin/tessera-bench" train \
+  --config "$cfg" --set training.train_iters=12 --set optimizer.lr_decay_iters=12 --label moe-8x-top2-grouped-timed
+grep '\[moe timing\]\|\[moe\] cublas' "$out/bench_moe_8x_top2_grouped_timing.txt" | tee -a "$out/summary.txt"
 echo "moe gpu check: $([ $status -eq 0 ] && echo PASSED || echo FAILED) (results in $out)" | tee -a "$out/summary.txt"
 exit $status
