@@ -89,6 +89,12 @@ setup_c=(--set model.num_experts=8 --set model.moe_router_topk=1 --set model.moe
 
 step moe_ops_parity "$bin/gpu_moe_ops_parity_test"
 step loss_parity_softmax_top2 loss_parity a
+# the benchmark early: the figures matter most if the run is cut short
+cfg=$src/share/configs/bench/moe-8x-top2.toml
+step bench_moe_8x_top2 "$bin/tessera-bench" train --config "$cfg"
+step bench_moe_8x_top2_timing env TESSERA_MOE_TIMING=1 "$bin/tessera-bench" train --config "$cfg" \
+  --set training.train_iters=12 --set optimizer.lr_decay_iters=12 --label moe-8x-top2-timed
+grep '\[moe timing\]' "$out/bench_moe_8x_top2_timing.txt" | tee -a "$out/summary.txt"
 step loss_parity_sigmoid_capacity_shared loss_parity b "${setup_b[@]}"
 step loss_parity_presoftmax_top1_dropping loss_parity c "${setup_c[@]}"
 bf16_and_determinism() {
@@ -119,21 +125,16 @@ grouped_parity() {  # name overrides...
 }
 step grouped_gemm_loss_parity_softmax_top2 grouped_parity a
 step grouped_gemm_loss_parity_sigmoid_capacity_shared grouped_parity b "${setup_b[@]}"
+step bench_moe_8x_top2_grouped env TESSERA_MOE_GROUPED_GEMM=1 "$bin/tessera-bench" train --config "$cfg" \
+  --label moe-8x-top2-grouped-gemm
+step bench_moe_8x_top2_grouped_timing env TESSERA_MOE_GROUPED_GEMM=1 TESSERA_MOE_TIMING=1 "$bin/tessera-bench" train \
+  --config "$cfg" --set training.train_iters=12 --set optimizer.lr_decay_iters=12 --label moe-8x-top2-grouped-timed
+grep '\[moe timing\]\|\[moe\] cublas' "$out/bench_moe_8x_top2_grouped_timing.txt" | tee -a "$out/summary.txt"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$sanitizer" ]; then
   step memcheck_tiny_bf16 timeout 60 "$sanitizer" --tool memcheck --error-exitcode 3 "$bin/tessera-train" \
     --config "$tiny" --set training.device=\"cuda\" --set training.precision=\"bf16\" --set training.train_iters=3 \
     "${setup_b[@]}"
 fi
-cfg=$src/share/configs/bench/moe-8x-top2.toml
-step bench_moe_8x_top2 "$bin/tessera-bench" train --config "$cfg"
-step bench_moe_8x_top2_timing env TESSERA_MOE_TIMING=1 "$bin/tessera-bench" train --config "$cfg" \
-  --set training.train_iters=12 --set optimizer.lr_decay_iters=12 --label moe-8x-top2-timed
-grep '\[moe timing\]' "$out/bench_moe_8x_top2_timing.txt" | tee -a "$out/summary.txt"
-step bench_moe_8x_top2_grouped env TESSERA_MOE_GROUPED_GEMM=1 "$bin/tessera-bench" train --config "$cfg" \
-  --label moe-8x-top2-grouped-gemm
-step bench_moe_8x_top2_grouped_timing env TESSERA_MOE_GROUPED_GEMM=1 TESSERA_MOE_TIMING=1 "$bin/tessera-bench" train \
-  --config "$cfg" --set training.train_iters=12 --set optimizer.lr_decay_iters=12 --label moe-8x-top2-grouped-timed
-grep '\[moe timing\]\|\[moe\] cublas' "$out/bench_moe_8x_top2_grouped_timing.txt" | tee -a "$out/summary.txt"
 echo "moe gpu check: $([ $status -eq 0 ] && echo PASSED || echo FAILED) (results in $out)" | tee -a "$out/summary.txt"
 exit $status
