@@ -282,6 +282,7 @@ void test_grouped_linear() {
 }  // namespace
 
 int main() {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // FAIL lines reach a redirected log even if a later case crashes
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SKIP: no CUDA device visible\n");

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "tessera/core/cuda_check.h"
@@ -195,7 +196,8 @@ void grouped_linear_backward(const Tensor& dout, const Tensor& in, std::span<con
   if (!grouped_wgrad && !wgrad.empty()) {
     if (!gg.reported)
       std::fprintf(stderr, "[moe] cublasGemmGroupedBatchedEx refuses the %s x %s -> %s wgrad: one cuBLASLt GEMM per "
-                           "expert instead\n", dtype_name(in.dtype()), dtype_name(in.dtype()), dtype_name(wgrad_type));
+                           "expert instead\n", std::string(dtype_name(in.dtype())).c_str(),
+                   std::string(dtype_name(in.dtype())).c_str(), std::string(dtype_name(wgrad_type)).c_str());
     gg.wgrad_fallback = gg.reported = true;
   }
   row = 0;
