@@ -2,7 +2,7 @@
 # Layout parity of the mixture-of-experts GPT (issue 19, acceptance 1): a tiny MoE GPT (8 experts,
 # top-2, load-balancing and z-losses, a dense layer between two MoE layers) trained by tessera-train
 # on the CPU in fp32 for 20 iterations, dropless: EP=2 x DP=2 (4 ranks), EP=2 (2 ranks), EP=4
-# (4 ranks), TP=2 x EP=2, PP=2 x EP=2, DP=2 with the distributed optimizer, EP=2 with it, and EP=2
+# (4 ranks), TP=2 x EP=2 (also with sequence parallelism), PP=2 x EP=2, DP=2 with the distributed optimizer, EP=2 with it, and EP=2
 # with selective and with full recomputation (one run of all 3 layers) each
 # reproduce the single-rank lm_loss, moe_aux_loss, moe_z_loss and grad_norm within 1e-5 relative,
 # every iteration.
@@ -28,6 +28,7 @@ all_layouts=("ep2_dp2 4 --set parallel.expert_model_parallel_size=2"
   "ep2 2 --set parallel.expert_model_parallel_size=2"
   "ep4 4 --set parallel.expert_model_parallel_size=4"
   "tp2_ep2 4 --tp 2 --set parallel.expert_model_parallel_size=2"
+  "tp2_sp_ep2 4 --tp 2 --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2"
   "pp2_ep2 4 --pp 2 --set parallel.pipeline_layer_split=\"2,1\" --set parallel.expert_model_parallel_size=2"
   "dp2_distopt 2 --set parallel.use_distributed_optimizer=true"
   "ep2_dp2_distopt 4 --set parallel.expert_model_parallel_size=2 --set parallel.use_distributed_optimizer=true"

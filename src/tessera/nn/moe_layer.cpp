@@ -7,13 +7,16 @@
 #include "tessera/ops/linear.h"
 #include "tessera/ops/moe_aux_loss.h"
 #include "tessera/ops/moe_capacity.h"
+#include "tessera/tensor_parallel/tp_mappings.h"
 
 namespace tessera::nn {
 
 MoeLayer::MoeLayer(ParameterStore& store, const std::string& name, int64_t hidden, const MoeShape& shape,
                    double init_std, double output_init_std, const parallel::TensorParallel& tp, const MlpOptions& mlp,
                    const ExpertParallel& ep)
-    : name_(name), shape_(shape), store_(&store), ep_(ep) {
+    : name_(name), shape_(shape), tp_(tp), store_(&store), ep_(ep) {
+  parallel::TensorParallel expert_tp = tp;  // the experts see the gathered tokens (no SP inside)
+  expert_tp.sequence_parallel = false;
   TESSERA_CHECK(shape.num_experts > 0 && shape.router.topk >= 1 && shape.router.topk <= shape.num_experts,
                 name, ": ", shape.num_experts, " experts with top-", shape.router.topk);
   router_ = store.add(name + ".router.weight", {shape.num_experts, hidden}, Init::normal, init_std, true);
@@ -21,27 +24,32 @@ MoeLayer::MoeLayer(ParameterStore& store, const std::string& name, int64_t hidde
                 ": ", shape.num_experts, " experts over ", ep.size, " expert-parallel ranks");
   const int64_t local = shape.num_experts / ep.size;
   mlp_ = mlp;
-  tp_size_ = tp.size;
   first_expert_ = ep.rank * local;
   experts_.reserve(static_cast<size_t>(local));
   for (int64_t e = first_expert_; e < first_expert_ + local; ++e) {
     const int first = static_cast<int>(store.parameters().size());
     experts_.emplace_back(store, name + ".experts." + std::to_string(e), hidden, shape.expert_ffn_hidden_size,
-                          init_std, output_init_std, tp, mlp);
+                          init_std, output_init_std, expert_tp, mlp);
     for (int i = first; i < static_cast<int>(store.parameters().size()); ++i)
       store.roles(i).reduce_group = ReduceGroup::expert_data;
   }
   if (shape.shared_ffn_hidden_size > 0)
     shared_ = std::make_unique<MLP>(store, name + ".shared_experts", hidden, shape.shared_ffn_hidden_size, init_std,
-                                    output_init_std, tp, mlp);
+                                    output_init_std, expert_tp, mlp);
 }
 
-Tensor MoeLayer::forward(Arena& arena, const Tensor& in, Saved& saved) const {
-  if (in.device().is_cuda()) return forward_device(arena, in, saved);
+Tensor MoeLayer::forward(Arena& arena, const Tensor& local_in, Saved& saved) const {
+  // SP: every token of the TP group (forward all-gather; backward keeps this rank's rows, the
+  // gradient being complete on every TP rank).
+  const Tensor in = tp_.sequence_parallel ? parallel::gather_from_sp_forward(arena, local_in, tp_) : local_in;
+  if (in.device().is_cuda()) {
+    const Tensor y = forward_device(arena, in, saved);
+    return tp_.sequence_parallel ? parallel::scatter_to_sp_forward(arena, y, tp_) : y;
+  }
   if (!in.device().is_cpu() || in.dtype() != DType::f32)
     TESSERA_CONFIG_FAIL(name_, ": model.num_experts = ", shape_.num_experts,
-                        " runs on the CPU in fp32 only for now (got ", in.describe(),
-                        "); set training.device = cpu and training.precision = fp32");
+                        " runs on the CPU in fp32 only (got ", in.describe(),
+                        "); set training.precision = fp32, or training.device = cuda (docs/moe-gpu.md)");
   TESSERA_CHECK(in.ndim() == 2, name_, ": input must be [tokens, h], got ", in.describe());
   const int64_t n = in.dim(0), h = in.dim(1);
   saved.in = in;
@@ -65,11 +73,15 @@ Tensor MoeLayer::forward(Arena& arena, const Tensor& in, Saved& saved) const {
   Tensor y = arena.allocate(DType::f32, {n, h});
   ops::moe_unpermute_forward(saved.expert_out, p, saved.routing.probs, y);
   if (shared_) ops::add_inplace(y, shared_->forward(arena, in, saved.shared));
-  return y;
+  return tp_.sequence_parallel ? parallel::scatter_to_sp_forward(arena, y, tp_) : y;
 }
 
-Tensor MoeLayer::backward(Arena& arena, const Tensor& dout, const Saved& saved, double aux_loss_scale) const {
-  if (dout.device().is_cuda()) return backward_device(arena, dout, saved, aux_loss_scale);
+Tensor MoeLayer::backward(Arena& arena, const Tensor& local_dout, const Saved& saved, double aux_loss_scale) const {
+  const Tensor dout = tp_.sequence_parallel ? parallel::scatter_to_sp_backward(arena, local_dout, tp_) : local_dout;
+  if (dout.device().is_cuda()) {
+    const Tensor dx = backward_device(arena, dout, saved, aux_loss_scale);
+    return tp_.sequence_parallel ? parallel::scatter_to_sp_forward(arena, dx, tp_) : dx;
+  }
   const ops::Permutation& p = saved.permutation;
   const int64_t n = saved.in.dim(0), h = saved.in.dim(1);
   Tensor dexpert_out = arena.allocate(DType::f32, {p.rows(), h});
@@ -88,7 +100,7 @@ Tensor MoeLayer::backward(Arena& arena, const Tensor& dout, const Saved& saved, 
   ops::linear_backward(dlogits, saved.in, store_->value(router_), dx_router, store_->grad(router_), Tensor());
   ops::add_inplace(dx, dx_router);
   if (shared_) ops::add_inplace(dx, shared_->backward(arena, dout, saved.shared));
-  return dx;
+  return tp_.sequence_parallel ? parallel::scatter_to_sp_forward(arena, dx, tp_) : dx;
 }
 
 namespace {

@@ -9,6 +9,8 @@
 // The load-balancing and z-losses (ops/moe_aux_loss.h) are computed in forward (kept in Saved for
 // the logs); backward adds their gradients, scaled by the coefficients and by aux_loss_scale (the
 // weight of this micro-batch's layer losses in the step's objective), to the router's.
+// Under sequence parallelism the input and output hold this rank's s*b/tp tokens; the layer works
+// on the gathered s*b tokens (the same routing, losses and loads as without SP).
 // Parameter names: <name>.router.weight, <name>.experts.<e>.linear_fc1/2.*, <name>.shared_experts.*
 // (e: the global expert index); expert parameters reduce over the expert-data group.
 #pragma once
@@ -79,10 +81,6 @@ class MoeLayer {
   const MoeShape& shape() const { return shape_; }
 
  private:
-  std::string name_;
-  MoeShape shape_;
-  ParameterStore* store_;
-  int router_ = -1;
   // rows [T_e, h] of the permutation -> the experts' outputs (forward) or input gradients (backward),
   // the same order; with EP the rows travel to their experts' ranks and back.
   Tensor run_experts(Arena& arena, const Tensor& rows, Saved& saved, bool backward) const;
@@ -92,12 +90,19 @@ class MoeLayer {
   // run_experts with every local expert's FFN as grouped GEMMs (ops/moe_device.h), on CUDA at TP = 1
   // when TESSERA_MOE_GROUPED_GEMM=1: moe_layer_device.cpp.
   Tensor run_experts_grouped(Arena& arena, const Tensor& rows, Saved& saved, bool backward) const;
-  MlpOptions mlp_;
-  int tp_size_ = 1;
+
+  std::string name_;
+  MoeShape shape_;
+  // Sequence parallelism: the layer all-gathers the TP group's tokens and routes all of them (its
+  // experts split over TP as without SP), then keeps this rank's rows of the output.
+  parallel::TensorParallel tp_;
+  ParameterStore* store_;
+  int router_ = -1;
   ExpertParallel ep_;
   int64_t first_expert_ = 0;  // global index of experts_[0]
   std::vector<MLP> experts_;
   std::unique_ptr<MLP> shared_;
+  MlpOptions mlp_;  // the experts' (run_experts_grouped mirrors nn::MLP with them)
 };
 
 }  // namespace tessera::nn

@@ -209,7 +209,7 @@ Tensor MoeLayer::forward_device(Arena& arena, const Tensor& in, Saved& saved) co
   }
   {
     StepTimer timer(device, MoeTiming::experts_fwd);
-    saved.expert_out = grouped_gemm_requested() && tp_size_ == 1 ? run_experts_grouped(arena, permuted, saved, false)
+    saved.expert_out = grouped_gemm_requested() && tp_.size == 1 ? run_experts_grouped(arena, permuted, saved, false)
                                                                   : run_experts(arena, permuted, saved, false);
   }
   Tensor y = arena.allocate(in.dtype(), {n, h});
@@ -236,7 +236,7 @@ Tensor MoeLayer::backward_device(Arena& arena, const Tensor& dout, const Saved& 
   {
     StepTimer timer(device, MoeTiming::experts_bwd);
     Saved& s = const_cast<Saved&>(saved);
-    dpermuted = grouped_gemm_requested() && tp_size_ == 1 ? run_experts_grouped(arena, dexpert_out, s, true)
+    dpermuted = grouped_gemm_requested() && tp_.size == 1 ? run_experts_grouped(arena, dexpert_out, s, true)
                                                          : run_experts(arena, dexpert_out, s, true);
   }
   Tensor dx = arena.allocate(dout.dtype(), {n, h});

@@ -160,8 +160,6 @@ TEST_F(ConfigTest, MoeKeysLoadAndBadValuesNameTheKey) {
       {{"model.num_experts=4", "model.moe_router_load_balancing_type=sinkhorn"}, "model.moe_router_load_balancing_type"},
       {{"model.num_experts=4", "parallel.expert_model_parallel_size=2", "training.device=cuda"},
        "parallel.expert_model_parallel_size = 2 is not supported yet with training.device = cuda"},
-      {{"model.num_experts=4", "parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true"},
-       "parallel.sequence_parallel"},
   };
   for (const auto& [overrides, message] : bad) {
     auto msg = error_of(kMock, overrides);
