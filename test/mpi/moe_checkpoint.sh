@@ -4,8 +4,8 @@
 # 11..20 at the same layout and, resharding on load, at EP=1 on one rank and EP=4 on 4 ranks; the
 # same with the distributed optimizer (its state sharded over DP for dense and expert-DP for expert
 # parameters), resumed at EP=2 x DP=2, EP=2 x DP=1 and on one rank; and tessera-convert reshard of
-# the EP=2 checkpoints to TP=2 (EP=1) and TP=2 x EP=2 x DP=2, resumed at TP=2 x EP=2 (an EP that
-# does not divide the experts exits 2). Every resumed lm_loss,
+# the EP=2 checkpoints to TP=2 (EP=1), TP=2 x EP=2 x DP=2 and EP=2 x DP=4 with distributed-optimizer
+# files, resumed at those layouts (an EP that does not divide the experts exits 2). Every resumed lm_loss,
 # moe_aux_loss and grad_norm is within 1e-5 of the uninterrupted single-rank run's.
 # Usage: moe_checkpoint.sh MPIEXEC TESSERA_TRAIN [TESSERA_CONVERT]
 set -uo pipefail
@@ -71,6 +71,13 @@ files=$(cd "$work/ckpt_tp2_ep2/iter_0000010" && ls mp_rank_* | tr '\n' ' ')
   fail "tessera-convert reshard to TP=2 x EP=2 wrote: $files"
 run resume_converted_tp2_ep2_dp2 4 20 "--tp 2 $(ep 2) --set checkpoint.load=\"$work/ckpt_tp2_ep2\"" &&
   compare resume_converted_tp2_ep2_dp2 11
+# The same rewritten at EP=2 x DP=2 with distributed-optimizer files (an expert's state sharded over
+# its EP rank's DP ranks only), resumed at that layout.
+"$convert" reshard --input "$work/ckpt_distopt" --output "$work/ckpt_ep2_distopt" --expert-model-parallel-size 2 \
+  --data-parallel-size 4 --use-distributed-optimizer >"$work/reshard_distopt.log" 2>&1 ||
+  { cat "$work/reshard_distopt.log"; fail "tessera-convert reshard to EP=2 x DP=4 with the distributed optimizer"; }
+run resume_converted_ep2_distopt 4 20 "$(ep 2) $distopt --set checkpoint.load=\"$work/ckpt_ep2_distopt\"" &&
+  compare resume_converted_ep2_distopt 11
 rc=0
 "$convert" reshard --input "$work/ckpt" --output "$work/ckpt_ep3" --expert-model-parallel-size 3 \
   --data-parallel-size 3 >"$work/reshard_ep3.log" 2>&1 || rc=$?

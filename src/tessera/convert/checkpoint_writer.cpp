@@ -107,10 +107,6 @@ CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t iteration, const
     if (layout.dp % layout.ep != 0)
       TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", layout.ep, " must divide the data-parallel size ", layout.dp,
                           " (--data-parallel-size)");
-    if (layout_.distributed_optimizer && with_optimizer)
-      TESSERA_CONFIG_FAIL("--expert-model-parallel-size ", layout.ep,
-                          " with the distributed optimizer's files is not supported yet by tessera-convert; write "
-                          "without --use-distributed-optimizer (tessera-train reshards the state on load)");
   }
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -148,6 +144,7 @@ CheckpointWriter::CheckpointWriter(const fs::path& dir, int64_t iteration, const
       if (!(with_optimizer && layout_.distributed_optimizer)) continue;
       for (int dp = 0; dp < layout_.dp; ++dp) {
         c.dp_rank = dp;
+        c.ep_rank = dp % layout_.ep;  // Megatron's grid: dp = ep_rank + EP x expert-data rank
         c.world_rank = tp + layout_.tp * (dp + layout_.dp * pp);
         optimizer_files_.push_back(std::make_unique<File>());  // indexed after every model file (below)
         File& o = *optimizer_files_.back();
@@ -181,12 +178,21 @@ std::vector<int> CheckpointWriter::ep_holders(const models::CheckpointTensor& t)
   return {static_cast<int>(t.expert / (layout_.num_experts / layout_.ep))};
 }
 
+std::vector<int> CheckpointWriter::optimizer_holders(const models::CheckpointTensor& t) const {
+  std::vector<int> dps;
+  if (!(with_optimizer_ && layout_.distributed_optimizer)) return dps;
+  const std::vector<int> eps = ep_holders(t);
+  for (int dp = 0; dp < layout_.dp; ++dp)
+    if (std::find(eps.begin(), eps.end(), dp % layout_.ep) != eps.end()) dps.push_back(dp);
+  return dps;
+}
+
 bool CheckpointWriter::wants(const models::CheckpointTensor& t) const {
   for (int stage : t.stages)
     for (int tp = 0; tp < layout_.tp; ++tp) {
       for (int ep : ep_holders(t))
         if (model_files_.at(static_cast<size_t>((stage * layout_.tp + tp) * layout_.ep + ep))->mine) return true;
-      for (int dp = 0; dp < layout_.dp && with_optimizer_ && layout_.distributed_optimizer; ++dp)
+      for (int dp : optimizer_holders(t))
         if (optimizer_files_.at(static_cast<size_t>((stage * layout_.tp + tp) * layout_.dp + dp))->mine) return true;
     }
   return false;
@@ -266,11 +272,14 @@ void CheckpointWriter::write_optimizer(const std::string& kind, const models::Ch
       }
       // Any contiguous cover of each shard is valid (readers concatenate the slices): DP rank d
       // gets [d n / dp, (d + 1) n / dp) of the shard.
-      for (int dp = 0; dp < layout_.dp; ++dp) {
-        const int64_t begin = n * dp / layout_.dp, end = n * (dp + 1) / layout_.dp;
+      // An expert's state is sharded over its EP rank's DP ranks (its expert-data group) only.
+      const std::vector<int> holders = optimizer_holders(t);
+      const auto parts = static_cast<int64_t>(holders.size());
+      for (int64_t k = 0; k < parts; ++k) {
+        const int64_t begin = n * k / parts, end = n * (k + 1) / parts;
         if (end > begin)
-          write_piece(optimizer_file(tp, stage, dp), "optimizer/" + kind, t, tp, global, DType::f32, begin,
-                      end - begin);
+          write_piece(optimizer_file(tp, stage, holders[static_cast<size_t>(k)]), "optimizer/" + kind, t, tp, global,
+                      DType::f32, begin, end - begin);
       }
     }
 }

@@ -60,6 +60,8 @@ class CheckpointWriter {
   struct File;
   File& model_file(int tp, int pp, int ep = 0);
   std::vector<int> ep_holders(const models::CheckpointTensor& t) const;  // EP ranks whose files hold t
+  // DP ranks whose distributed-optimizer files hold slices of t (none without those files).
+  std::vector<int> optimizer_holders(const models::CheckpointTensor& t) const;
   File& optimizer_file(int tp, int pp, int dp);
   void write_piece(File& file, const std::string& group, const models::CheckpointTensor& t, int tp_rank,
                    const float* global, DType dtype, int64_t flat_offset, int64_t count);

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "models/tiny_gpt.h"
+#include "test_paths.h"
 #include "tessera/core/rng.h"
 #include "tessera/models/gpt.h"
 #include "tessera/models/model_registry.h"
@@ -285,6 +286,18 @@ TEST(MoeGpt, RecomputationGivesBitwiseTheSameRun) {
       EXPECT_EQ(other[i].moe_expert_load, none[i].moe_expert_load) << granularity << " iteration " << i + 1;
     }
   }
+}
+
+// The bundled example share/configs/gpt-moe-tiny.toml loads and its lm loss falls (a shortened run).
+TEST(MoeGpt, BundledTinyConfigTrains) {
+  const std::string path = (test::source_dir() / "share/configs/gpt-moe-tiny.toml").string();
+  train::Config config = train::load_config(path, {"training.train_iters=20", "logging.log_interval=100"});
+  EXPECT_EQ(config.model.num_experts, 8);
+  EXPECT_TRUE(config.model.is_moe_layer(2));
+  EXPECT_FALSE(config.model.is_moe_layer(3));
+  train::TrainingSummary summary = train::Trainer(config, Device::cpu()).train();
+  ASSERT_EQ(summary.lm_loss.size(), 20u);
+  EXPECT_LT(summary.lm_loss.back(), summary.lm_loss.front() - 0.3);
 }
 
 }  // namespace
