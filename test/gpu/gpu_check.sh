@@ -2,8 +2,9 @@
 # Everything the GPU acceptance needs, in one run on the GPU machine (device time is scarce): the
 # gpu-label parity tests, the loss-curve and parallel-parity scripts and the training benchmarks.
 # Usage (from a bundle made by ../shared/tools/device-bundle): gpu_check.sh BUNDLE_BIN SOURCE_DIR OUT [what...]
-# what: parity | curve | parallel | bench1 | bench2 | dp | convert | generate | asyncsave | recompute | llama | bert | t5 |
-# deterministic (default: all but dp, convert, generate, asyncsave, recompute, llama, bert, t5 and deterministic;
+# what: parity | curve | parallel | bench1 | bench2 | dp | convert | generate | asyncsave | recompute | llama | bert | t5 | moe |
+# deterministic (default: all but dp, convert, generate, asyncsave, recompute, llama, bert, t5, moe and deterministic;
+# moe = moe_gpu_check.sh (MoE op parity, GPU-vs-CPU MoE losses, the 8-expert benchmark), OUT/moe/summary.txt;
 # deterministic = gpu_deterministic_parity_test, the op parity suites with TESSERA_TEST_DETERMINISTIC=1
 # and deterministic_check.sh, OUT/deterministic_summary.txt; llama = llama_gpu_check.sh; bert = bert_gpu_check.sh; t5 = t5_gpu_check.sh;
 # asyncsave = async_save_step_time.sh and async_save_kill_check.sh; recompute =
@@ -45,7 +46,8 @@ bench() {  # name ranks args...
 }
 if [[ $what == *" parity "* ]]; then
   for t in gpu_ops_parity_test gpu_flash_attention_parity_test gpu_fused_ops_parity_test gpu_multi_tensor_parity_test \
-    gpu_gpt_training_parity_test gpu_generate_parity_test gpu_llama_ops_parity_test gpu_deterministic_parity_test; do
+    gpu_gpt_training_parity_test gpu_generate_parity_test gpu_llama_ops_parity_test gpu_deterministic_parity_test \
+    gpu_moe_ops_parity_test; do
     [ -x "$bin/$t" ] && step "$t" "$bin/$t"
   done
 fi
@@ -68,6 +70,7 @@ fi
 [[ $what == *" llama "* ]] && step llama "$src/test/gpu/llama_gpu_check.sh" "$bin" "$src" "$out/llama"
 [[ $what == *" bert "* ]] && step bert "$src/test/gpu/bert_gpu_check.sh" "$bin" "$src" "$out/bert"
 [[ $what == *" t5 "* ]] && step t5 "$src/test/gpu/t5_gpu_check.sh" "$bin" "$out/t5"
+[[ $what == *" moe "* ]] && step moe "$src/test/gpu/moe_gpu_check.sh" "$bin" "$src" "$out/moe"
 [[ $what == *" convert "* ]] && step convert_hf "$src/test/gpu/convert_hf_check.sh" "$bin" "$src" "$out"
 # Issue 23: step time while an asynchronous save of the 124M checkpoint is in flight (within 10% of
 # the others) and async == sync checkpoints (h5diff: bundle /usr/bin/h5diff into BUNDLE_BIN).

@@ -81,10 +81,13 @@ GPTModel::GPTModel(const TransformerConfig& config, int64_t vocab_size, DType dt
                    const nn::ExpertParallel& ep)
     : config_(config), tp_(tp), vocab_size_(vocab_size), loss_(std::make_shared<const LmLoss>()) {
   const LayerSpec spec = require_gpt_layer_spec(config);
-  if (config.num_experts > 0 && (device.is_cuda() || dtype != DType::f32))
-    TESSERA_CONFIG_FAIL("model.num_experts = ", config.num_experts, " is not supported yet on ",
-                        device.is_cuda() ? "training.device = cuda" : "the CPU in bf16 / fp16",
-                        " (the MoE layer has CPU fp32 ops only: set training.device = cpu, training.precision = fp32)");
+  if (config.num_experts > 0 && device.is_cpu() && dtype != DType::f32)
+    TESSERA_CONFIG_FAIL("model.num_experts = ", config.num_experts,
+                        " is not supported yet on the CPU in bf16 / fp16 (the MoE layer runs fp32 on the CPU, "
+                        "f32 / bf16 / fp16 on CUDA: set training.precision = fp32 or training.device = cuda)");
+  if (config.num_experts > 0 && device.is_cuda() && ep.size > 1)
+    TESSERA_CONFIG_FAIL("parallel.expert_model_parallel_size = ", ep.size,
+                        " is not supported yet with training.device = cuda (the GPU MoE layer runs EP = 1)");
   if (ep.size > 1 && config.num_experts == 0)
     TESSERA_CONFIG_FAIL("parallel.expert_model_parallel_size = ", ep.size, " needs model.num_experts > 0");
   padded_vocab_ = models::padded_vocab_size(vocab_size, config.make_vocab_size_divisible_by, tp.size);

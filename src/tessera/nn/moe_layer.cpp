@@ -23,6 +23,7 @@ MoeLayer::MoeLayer(ParameterStore& store, const std::string& name, int64_t hidde
   TESSERA_CHECK(ep.size >= 1 && shape.num_experts % ep.size == 0 && (ep.size == 1 || ep.comm != nullptr), name,
                 ": ", shape.num_experts, " experts over ", ep.size, " expert-parallel ranks");
   const int64_t local = shape.num_experts / ep.size;
+  mlp_ = mlp;
   first_expert_ = ep.rank * local;
   experts_.reserve(static_cast<size_t>(local));
   for (int64_t e = first_expert_; e < first_expert_ + local; ++e) {
@@ -41,10 +42,14 @@ Tensor MoeLayer::forward(Arena& arena, const Tensor& local_in, Saved& saved) con
   // SP: every token of the TP group (forward all-gather; backward keeps this rank's rows, the
   // gradient being complete on every TP rank).
   const Tensor in = tp_.sequence_parallel ? parallel::gather_from_sp_forward(arena, local_in, tp_) : local_in;
+  if (in.device().is_cuda()) {
+    const Tensor y = forward_device(arena, in, saved);
+    return tp_.sequence_parallel ? parallel::scatter_to_sp_forward(arena, y, tp_) : y;
+  }
   if (!in.device().is_cpu() || in.dtype() != DType::f32)
     TESSERA_CONFIG_FAIL(name_, ": model.num_experts = ", shape_.num_experts,
-                        " runs on the CPU in fp32 only for now (got ", in.describe(),
-                        "); set training.device = cpu and training.precision = fp32");
+                        " runs on the CPU in fp32 only (got ", in.describe(),
+                        "); set training.precision = fp32, or training.device = cuda (docs/moe-gpu.md)");
   TESSERA_CHECK(in.ndim() == 2, name_, ": input must be [tokens, h], got ", in.describe());
   const int64_t n = in.dim(0), h = in.dim(1);
   saved.in = in;
@@ -73,6 +78,10 @@ Tensor MoeLayer::forward(Arena& arena, const Tensor& local_in, Saved& saved) con
 
 Tensor MoeLayer::backward(Arena& arena, const Tensor& local_dout, const Saved& saved, double aux_loss_scale) const {
   const Tensor dout = tp_.sequence_parallel ? parallel::scatter_to_sp_backward(arena, local_dout, tp_) : local_dout;
+  if (dout.device().is_cuda()) {
+    const Tensor dx = backward_device(arena, dout, saved, aux_loss_scale);
+    return tp_.sequence_parallel ? parallel::scatter_to_sp_forward(arena, dx, tp_) : dx;
+  }
   const ops::Permutation& p = saved.permutation;
   const int64_t n = saved.in.dim(0), h = saved.in.dim(1);
   Tensor dexpert_out = arena.allocate(DType::f32, {p.rows(), h});
@@ -95,9 +104,9 @@ Tensor MoeLayer::backward(Arena& arena, const Tensor& local_dout, const Saved& s
 }
 
 namespace {
-// [rows, h] f32 in the arena, rows possibly 0.
-Tensor rows_buffer(Arena& arena, int64_t rows, int64_t h) {
-  return arena.allocate(DType::f32, {std::max<int64_t>(rows, 1), h}).rows(0, rows);
+// [rows, h] in the arena (f32, or the rows' dtype on a device), rows possibly 0.
+Tensor rows_buffer(Arena& arena, int64_t rows, int64_t h, DType dtype = DType::f32) {
+  return arena.allocate(dtype, {std::max<int64_t>(rows, 1), h}).rows(0, rows);
 }
 }  // namespace
 
@@ -112,7 +121,7 @@ Tensor MoeLayer::run_experts(Arena& arena, const Tensor& rows, Saved& saved, boo
                         : experts_[static_cast<size_t>(j)].forward(arena, in, s);
     ops::copy(r, out);
   };
-  Tensor result = rows_buffer(arena, p.rows(), h);
+  Tensor result = rows_buffer(arena, p.rows(), h, rows.dtype());
   if (!backward) saved.experts.assign(experts_.size(), MLP::Saved{});
   if (ep_.size == 1) {
     int64_t row = 0;

@@ -1,5 +1,6 @@
 // The mixture-of-experts MLP (Megatron-Core's MoELayer: TopKRouter + token dispatcher +
-// SequentialMLP experts + optional shared expert), CPU, fp32. For the tokens x [n, h]:
+// SequentialMLP experts + optional shared expert), CPU fp32, or CUDA (f32 / bf16 / f16, EP = 1:
+// moe_layer_device.cpp). For the tokens x [n, h]:
 //   logits = x W_r^T (router.weight [E, h], replicated), top-k routing (ops/moe_router.h), optional
 //   capacity dropping and padding (ops/moe_capacity.h), the tokens permuted by expert
 //   (ops/moe_permute.h), each expert's FFN (an nn::MLP: GeLU or SwiGLU, split over TP like the dense
@@ -56,6 +57,11 @@ class MoeLayer {
     std::vector<std::vector<int64_t>> ep_rows;
     int64_t local_rows = 0;
     MLP::Saved shared;
+    // The device path (moe_layer_device.cpp): the routing and permutation as device index tensors
+    // (ops/moe_device.h) and the f32 logits on the host (the aux / z losses run there).
+    Tensor experts_dev, probs_dev, row_slot_dev, slot_row_dev;
+    Tensor grouped_in, grouped_fc1, grouped_activation;  // the grouped-GEMM experts' activations
+    std::vector<float> logits_host;
     double aux_loss = 0, z_loss = 0;  // without coefficients
     int64_t dropped = 0;              // slots dropped over capacity
     // The router statistics above (routed, aux_loss, z_loss, dropped) of another Saved, without its
@@ -78,6 +84,12 @@ class MoeLayer {
   // rows [T_e, h] of the permutation -> the experts' outputs (forward) or input gradients (backward),
   // the same order; with EP the rows travel to their experts' ranks and back.
   Tensor run_experts(Arena& arena, const Tensor& rows, Saved& saved, bool backward) const;
+  // forward / backward for CUDA tensors (f32, bf16, f16; EP = 1): nn/moe_layer_device.cpp.
+  Tensor forward_device(Arena& arena, const Tensor& in, Saved& saved) const;
+  Tensor backward_device(Arena& arena, const Tensor& dout, const Saved& saved, double aux_loss_scale) const;
+  // run_experts with every local expert's FFN as grouped GEMMs (ops/moe_device.h), on CUDA at TP = 1
+  // when TESSERA_MOE_GROUPED_GEMM=1: moe_layer_device.cpp.
+  Tensor run_experts_grouped(Arena& arena, const Tensor& rows, Saved& saved, bool backward) const;
 
   std::string name_;
   MoeShape shape_;
@@ -90,6 +102,7 @@ class MoeLayer {
   int64_t first_expert_ = 0;  // global index of experts_[0]
   std::vector<MLP> experts_;
   std::unique_ptr<MLP> shared_;
+  MlpOptions mlp_;  // the experts' (run_experts_grouped mirrors nn::MLP with them)
 };
 
 }  // namespace tessera::nn

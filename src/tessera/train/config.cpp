@@ -227,9 +227,9 @@ void check_moe_keys(const models::TransformerConfig& m, const ParallelConfig& p,
   require(m.architecture == "gpt", src,
           "model.num_experts = " + experts + " is not supported yet by model.architecture = " + m.architecture +
               " (mixture of experts is built for gpt)");
-  require(t.device != "cuda", src,
-          "model.num_experts = " + experts + " is not supported yet with training.device = cuda (the MoE layer has "
-          "CPU ops only; docs/moe.md)");
+  require(t.device != "cuda" || p.expert_model_parallel_size == 1, src,
+          "parallel.expert_model_parallel_size = " + std::to_string(p.expert_model_parallel_size) +
+              " is not supported yet with training.device = cuda (the GPU MoE layer runs EP = 1; docs/moe-gpu.md)");
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ const std::vector<KeySpec>& config_schema() {
       {"model", "layernorm_epsilon", VT::floating, 1e-5, "LayerNorm / RMSNorm epsilon (see norm_epsilon)"},
       {"model", "init_method_std", VT::floating, 0.02, "std of the normal weight initialisation"},
       {"model", "num_experts", VT::integer, int64_t{0},
-       "> 0: mixture of experts (experts per MoE layer; CPU, fp32 only for now: docs/moe.md)"},
+       "> 0: mixture of experts (experts per MoE layer; CPU fp32, or one GPU (EP = 1) in fp32 / bf16 / fp16: docs/moe.md)"},
       {"model", "moe_router_topk", VT::integer, int64_t{2}, "experts per token (1 .. num_experts)"},
       {"model", "moe_ffn_hidden_size", VT::integer, int64_t{0}, "each expert's FFN hidden size (0 = ffn_hidden_size)"},
       {"model", "moe_router_load_balancing_type", VT::string, S("aux_loss"),

@@ -158,7 +158,8 @@ TEST_F(ConfigTest, MoeKeysLoadAndBadValuesNameTheKey) {
       {{"model.num_experts=4", "model.moe_layer_freq=0"}, "model.moe_layer_freq = 0 must be >= 1"},
       {{"model.num_experts=4", "model.moe_router_score_function=sqrtsoftplus"}, "model.moe_router_score_function"},
       {{"model.num_experts=4", "model.moe_router_load_balancing_type=sinkhorn"}, "model.moe_router_load_balancing_type"},
-      {{"model.num_experts=4", "training.device=cuda"}, "model.num_experts = 4 is not supported yet with training.device = cuda"},
+      {{"model.num_experts=4", "parallel.expert_model_parallel_size=2", "training.device=cuda"},
+       "parallel.expert_model_parallel_size = 2 is not supported yet with training.device = cuda"},
   };
   for (const auto& [overrides, message] : bad) {
     auto msg = error_of(kMock, overrides);
