@@ -132,7 +132,7 @@ step bench_moe_8x_top2_grouped_timing env TESSERA_MOE_GROUPED_GEMM=1 TESSERA_MOE
 grep '\[moe timing\]\|\[moe\] cublas' "$out/bench_moe_8x_top2_grouped_timing.txt" | tee -a "$out/summary.txt"
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ -n "$sanitizer" ]; then
-  step memcheck_tiny_bf16 timeout 60 "$sanitizer" --tool memcheck --error-exitcode 3 "$bin/tessera-train" \
+  step memcheck_tiny_bf16 timeout 60 "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 3 "$bin/tessera-train" \
     --config "$tiny" --set training.device=\"cuda\" --set training.precision=\"bf16\" --set training.train_iters=3 \
     "${setup_b[@]}"
 fi
