@@ -5,9 +5,8 @@
 
 namespace tessera::models {
 
-std::vector<HfTensorName> llama_hf_names(const TransformerConfig& m) {
+std::vector<HfTensorName> llama_family_hf_names(const TransformerConfig& m, const LlamaMlpNames& mlp_names) {
   const int64_t d = m.head_dim(), q_rows = m.num_attention_heads * d, kv_rows = m.num_query_groups * d;
-  const int64_t f = m.ffn_hidden_size;
   const bool bias = m.add_bias_linear;
   std::vector<HfTensorName> names = {{"embedding.word_embeddings.weight", "model.embed_tokens.weight",
                                       HfLayout::vocab_rows}};
@@ -23,6 +22,18 @@ std::vector<HfTensorName> llama_hf_names(const TransformerConfig& m) {
       names.push_back({t + "self_attention.linear_proj." + kind, h + "self_attn.o_proj." + kind});
     }
     names.push_back({t + "pre_mlp_layernorm.weight", h + "post_attention_layernorm.weight"});
+    mlp_names(names, t, h);
+  }
+  names.push_back({"decoder.final_layernorm.weight", "model.norm.weight"});
+  if (m.untie_embeddings_and_output_weights)
+    names.push_back({"output_layer.weight", "lm_head.weight", HfLayout::vocab_rows});
+  return names;
+}
+
+std::vector<HfTensorName> llama_hf_names(const TransformerConfig& m) {
+  const int64_t f = m.ffn_hidden_size;
+  const bool bias = m.add_bias_linear;
+  return llama_family_hf_names(m, [&](std::vector<HfTensorName>& names, const std::string& t, const std::string& h) {
     for (const char* kind : {"weight", "bias"}) {
       if (std::string(kind) == "bias" && !bias) continue;
       const std::string fc1 = t + "mlp.linear_fc1." + kind;
@@ -30,11 +41,7 @@ std::vector<HfTensorName> llama_hf_names(const TransformerConfig& m) {
       names.push_back({fc1, h + "mlp.up_proj." + kind, HfLayout::swiglu_rows, f, f});
       names.push_back({t + "mlp.linear_fc2." + kind, h + "mlp.down_proj." + kind});
     }
-  }
-  names.push_back({"decoder.final_layernorm.weight", "model.norm.weight"});
-  if (m.untie_embeddings_and_output_weights)
-    names.push_back({"output_layer.weight", "lm_head.weight", HfLayout::vocab_rows});
-  return names;
+  });
 }
 
 namespace {

@@ -5,6 +5,7 @@
 // query group), gate_proj and up_proj those of the fused SwiGLU linear_fc1 (interleaved pairs).
 // RoPE needs no q/k permutation: HF Llama and Tessera both rotate pairs (i, i + d/2).
 #pragma once
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,6 +14,13 @@
 #include "tessera/models/transformer_config.h"
 
 namespace tessera::models {
+
+// A Llama-family decoder's tensors in state-dict order (embedding, per layer: input norm, attention,
+// post-attention norm, then the MLP's tensors from mlp_names(names, tessera_prefix, hf_prefix),
+// final norm, output layer): Llama's dense SwiGLU and Mixtral's experts differ only there.
+using LlamaMlpNames =
+    std::function<void(std::vector<HfTensorName>& names, const std::string& tessera_layer, const std::string& hf_layer)>;
+std::vector<HfTensorName> llama_family_hf_names(const TransformerConfig& model, const LlamaMlpNames& mlp_names);
 
 // Every stored Llama tensor, in LlamaForCausalLM's state-dict order.
 std::vector<HfTensorName> llama_hf_names(const TransformerConfig& model);

@@ -7,19 +7,8 @@
 namespace tessera::models {
 
 std::vector<HfTensorName> mixtral_hf_names(const TransformerConfig& m) {
-  const int64_t d = m.head_dim(), q_rows = m.num_attention_heads * d, kv_rows = m.num_query_groups * d;
   const int64_t f = m.expert_ffn_hidden_size();
-  std::vector<HfTensorName> names = {{"embedding.word_embeddings.weight", "model.embed_tokens.weight",
-                                      HfLayout::vocab_rows}};
-  for (int64_t l = 0; l < m.num_layers; ++l) {
-    const std::string t = "decoder.layers." + std::to_string(l) + ".", h = "model.layers." + std::to_string(l) + ".";
-    names.push_back({t + "input_layernorm.weight", h + "input_layernorm.weight"});
-    const std::string qkv = t + "self_attention.linear_qkv.weight";
-    names.push_back({qkv, h + "self_attn.q_proj.weight", HfLayout::gqa_qkv_rows, 0, q_rows});
-    names.push_back({qkv, h + "self_attn.k_proj.weight", HfLayout::gqa_qkv_rows, q_rows, kv_rows});
-    names.push_back({qkv, h + "self_attn.v_proj.weight", HfLayout::gqa_qkv_rows, q_rows + kv_rows, kv_rows});
-    names.push_back({t + "self_attention.linear_proj.weight", h + "self_attn.o_proj.weight"});
-    names.push_back({t + "pre_mlp_layernorm.weight", h + "post_attention_layernorm.weight"});
+  return llama_family_hf_names(m, [&](std::vector<HfTensorName>& names, const std::string& t, const std::string& h) {
     names.push_back({t + "mlp.router.weight", h + "block_sparse_moe.gate.weight"});
     for (int64_t e = 0; e < m.num_experts; ++e) {
       const std::string te = t + "mlp.experts." + std::to_string(e) + ".";
@@ -28,11 +17,7 @@ std::vector<HfTensorName> mixtral_hf_names(const TransformerConfig& m) {
       names.push_back({te + "linear_fc2.weight", he + "w2.weight"});                               // down
       names.push_back({te + "linear_fc1.weight", he + "w3.weight", HfLayout::swiglu_rows, f, f});  // up
     }
-  }
-  names.push_back({"decoder.final_layernorm.weight", "model.norm.weight"});
-  if (m.untie_embeddings_and_output_weights)
-    names.push_back({"output_layer.weight", "lm_head.weight", HfLayout::vocab_rows});
-  return names;
+  });
 }
 
 namespace {
