@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <system_error>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -17,6 +18,21 @@ namespace tessera::train {
 namespace fs = std::filesystem;
 
 namespace {
+
+// File-system queries on paths from a config: a name the OS refuses (too long, ...) is a path that
+// does not exist, never an exception out of the check that would name it.
+bool path_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+bool is_regular_file_path(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+bool is_directory_path(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
 
 std::string node_type_name(const toml::node& node) {
   switch (node.type()) {
@@ -96,8 +112,8 @@ std::string file_location(const std::string& path, const toml::node& node) {
 }
 
 void read_file(const std::string& path, std::map<std::string, ConfigValue>& values) {
-  if (!fs::exists(path)) TESSERA_CONFIG_FAIL("config file '", path, "' does not exist");
-  if (!fs::is_regular_file(path)) TESSERA_CONFIG_FAIL("config file '", path, "' is not a regular file (a folder?)");
+  if (!path_exists(path)) TESSERA_CONFIG_FAIL("config file '", path, "' does not exist");
+  if (!is_regular_file_path(path)) TESSERA_CONFIG_FAIL("config file '", path, "' is not a regular file (a folder?)");
   toml::table root;
   try {
     root = toml::parse_file(path);
@@ -129,7 +145,7 @@ void read_file(const std::string& path, std::map<std::string, ConfigValue>& valu
 std::string resolve_path(const std::string& path, const std::string& config_dir) {
   if (path.empty() || fs::path(path).is_absolute()) return path;
   auto exists = [](const fs::path& p) {
-    return fs::exists(p) || fs::exists(p.string() + ".idx") || fs::exists(p.string() + ".bin");
+    return path_exists(p) || path_exists(p.string() + ".idx") || path_exists(p.string() + ".bin");
   };
   if (exists(path)) return path;
   if (!config_dir.empty() && exists(fs::path(config_dir) / path)) return (fs::path(config_dir) / path).string();
@@ -492,7 +508,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
     for (const auto& entry : d.data_path) {
       if (auto* prefix = std::get_if<std::string>(&entry)) {
         for (const char* ext : {".bin", ".idx"})
-          require(fs::exists(*prefix + ext), src,
+          require(path_exists(*prefix + ext), src,
                   "data.data_path: data file '" + *prefix + ext + "' does not exist (prefix '" + *prefix +
                       "'; make it with tessera-preprocess)");
       }
@@ -503,17 +519,17 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
           "data.short_seq_prob = " + std::to_string(d.short_seq_prob) + " must be in [0, 1]");
   require(d.vocab_extra_ids >= 0, src, "data.vocab_extra_ids must be >= 0 (or -1: the architecture's default)");
   if (d.tokenizer_type == "SentencePieceTokenizer" && !d.mock_data)
-    require(!d.tokenizer_model.empty() && fs::exists(d.tokenizer_model), src,
+    require(!d.tokenizer_model.empty() && path_exists(d.tokenizer_model), src,
             "data.tokenizer_model '" + d.tokenizer_model + "' does not exist (SentencePieceTokenizer needs the .model file)");
   if (d.tokenizer_type == "GPT2BPETokenizer" && !d.mock_data) {
-    require(!d.vocab_file.empty() && fs::exists(d.vocab_file), src,
+    require(!d.vocab_file.empty() && path_exists(d.vocab_file), src,
             "data.vocab_file '" + d.vocab_file + "' does not exist (GPT2BPETokenizer needs vocab.json)");
-    require(!d.merge_file.empty() && fs::exists(d.merge_file), src,
+    require(!d.merge_file.empty() && path_exists(d.merge_file), src,
             "data.merge_file '" + d.merge_file + "' does not exist (GPT2BPETokenizer needs merges.txt)");
   }
   if (!config.logging.metrics_file.empty()) {
     fs::path parent = fs::path(config.logging.metrics_file).parent_path();
-    require(parent.empty() || fs::is_directory(parent), src,
+    require(parent.empty() || is_directory_path(parent), src,
             "logging.metrics_file: folder '" + parent.string() + "' does not exist");
   }
   const std::vector<std::string> styles = {"constant", "linear", "cosine", "inverse-square-root", "wsd"};

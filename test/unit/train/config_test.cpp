@@ -36,6 +36,16 @@ class ConfigTest : public ::testing::Test {
 
 const char* kMock = "[data]\nmock_data = true\nvocab_size = 100\n";
 
+// A path the OS refuses to look up (a component longer than NAME_MAX) is a missing file named in a
+// ConfigError, not a std::filesystem exception (found by fuzz_config).
+TEST_F(ConfigTest, OverlongDataPathIsAMissingFileNotAFilesystemException) {
+  const std::string prefix = std::string(300, 'R') + ".5";
+  const std::string message =
+      error_of("[data]\ndata_path = [\"" + prefix + "\"]\nvocab_file = \"v\"\nmerge_file = \"m\"\n");
+  EXPECT_NE(message.find("data.data_path"), std::string::npos) << message;
+  EXPECT_NE(message.find("does not exist"), std::string::npos) << message;
+}
+
 TEST_F(ConfigTest, DefaultsAndOverrides) {
   auto c = train::load_config(write(std::string(kMock) + "[model]\nhidden_size = 256\nnum_attention_heads = 8\n"),
                               {"training.train_iters=7", "optimizer.lr=1e-3", "data.tokenizer_type=NullTokenizer"});
