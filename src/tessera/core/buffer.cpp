@@ -1,5 +1,6 @@
 #include "tessera/core/buffer.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -62,12 +63,14 @@ Tensor Buffer::as_tensor(DType dtype, Shape shape, size_t byte_offset) const {
   return Tensor(static_cast<char*>(data_) + byte_offset, dtype, std::move(shape), device_);
 }
 
-Arena::Arena(size_t block_bytes, Device device) : block_bytes_(block_bytes), device_(device) {}
+Arena::Arena(size_t block_bytes, Device device, size_t first_block_bytes)
+    : block_bytes_(block_bytes), device_(device), first_block_bytes_(std::max(block_bytes, first_block_bytes)) {}
 
 Tensor Arena::allocate(DType dtype, Shape shape) {
   size_t bytes = round_up(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype), kAlignment);
   while (true) {
-    if (block_index_ == blocks_.size()) blocks_.emplace_back(std::max(block_bytes_, bytes), device_);
+    if (block_index_ == blocks_.size())
+      blocks_.emplace_back(std::max(blocks_.empty() ? first_block_bytes_ : block_bytes_, bytes), device_);
     Buffer& block = blocks_[block_index_];
     if (block_offset_ + bytes <= block.size()) {
       Tensor t = block.as_tensor(dtype, std::move(shape), block_offset_);
@@ -90,6 +93,14 @@ void Arena::reset() {
   block_index_ = 0;
   block_offset_ = 0;
   used_ = 0;
+}
+
+void Arena::consolidate() {
+  reset();
+  if (blocks_.size() <= 1) return;
+  blocks_.clear();  // frees before the one block is allocated: the device never holds both
+  first_block_bytes_ = std::max(first_block_bytes_, peak_);
+  blocks_.emplace_back(first_block_bytes_, device_);
 }
 
 }  // namespace tessera

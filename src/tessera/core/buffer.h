@@ -31,10 +31,18 @@ class Buffer {
 
 class Arena {
  public:
-  explicit Arena(size_t block_bytes = size_t(64) << 20, Device device = Device::cpu());
+  // Blocks of block_bytes (or the allocation's size when larger); first_block_bytes > block_bytes:
+  // the first block's size instead (a caller that knows what a cycle holds, e.g. the trainer's
+  // activation estimate, takes it in one block: no block tails abandoned).
+  explicit Arena(size_t block_bytes = size_t(64) << 20, Device device = Device::cpu(), size_t first_block_bytes = 0);
   Tensor allocate(DType dtype, Shape shape);  // zero-filled on the CPU, uninitialised on a GPU
   size_t mark() const { return used_; }       // bytes handed out so far
   void reset();                               // every view handed out becomes invalid
+  // reset(), and when more than one block is held, replaces them by one block of the most bytes a
+  // cycle has used (peak_bytes, abandoned tails included), so later cycles of the same allocations
+  // fit in it whole. Frees device memory (cudaFree synchronizes the device): call it between steps,
+  // never while a CUDA graph is being captured.
+  void consolidate();
   size_t peak_bytes() const { return peak_; }
   size_t used_bytes() const { return used_; }
   Device device() const { return device_; }
@@ -42,6 +50,7 @@ class Arena {
  private:
   size_t block_bytes_;
   Device device_;
+  size_t first_block_bytes_;
   std::vector<Buffer> blocks_;
   size_t block_index_ = 0;
   size_t block_offset_ = 0;

@@ -24,19 +24,15 @@ ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
   const bool half = store_.dtype() == DType::bf16 || store_.dtype() == DType::f16;
   const bool flash = cuda && half && (hd == 64 || hd == 128) && c.attention_dropout == 0.0;
   auto gathered = [&] { return tp_.sequence_parallel ? aligned(R * h * d) : 0; };  // SP all-gather of a GEMM input
-  auto row_parallel_out = [&] {  // partial sums, then the TP reduction's own output
-    int64_t bytes = aligned(R * h * d);
-    if (t > 1) bytes += aligned(Rl * h * d);
-    return bytes;
-  };
   const int64_t layernorm = aligned(Rl * h * d) + 2 * aligned(Rl * stat);
   const int64_t probs = flash ? aligned(batch * heads * seq * 4) : aligned(batch * heads * seq * seq * d);
   const int64_t gelu_out = aligned(R * ffn * d);
   ActivationMemory m;
+  // The output projections' results (and a row-parallel linear's partial sums) die at the residual
+  // add: they live in LayerStack's scratch arena (nn/forward_scratch.h), not here.
   m.per_layer_none = layernorm + gathered() + aligned(R * (heads + 2 * groups) * hd * d) + aligned(R * heads * hd * d) +
-                     probs + row_parallel_out() + aligned(Rl * h * d) +                      // attention, residual
-                     layernorm + gathered() + aligned(R * ffn * d) + gelu_out + row_parallel_out() +
-                     aligned(Rl * h * d);                                                    // MLP, residual
+                     probs + aligned(Rl * h * d) +                                     // attention, residual
+                     layernorm + gathered() + aligned(R * ffn * d) + gelu_out + aligned(Rl * h * d);  // MLP, residual
   m.per_layer_selective = m.per_layer_none - gelu_out - (flash ? 0 : probs);
   m.per_layer_full = aligned(Rl * h * d);
   const nn::RecomputeConfig& rc = layer_stack_->config();
@@ -63,21 +59,11 @@ ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
   }
   m.kept_per_micro_batch += m.embedding_and_head;
   m.kept_per_micro_batch_none += m.embedding_and_head;
-  // Transient, during a micro-batch's backward (the dlogits overwrite the logits): each layer's backward allocations
-  // (about as many bytes as its forward's): they stay in the micro-batch's arena until its backward
-  // ends for the layers LayerStack runs without scratch (none; block's other layers), while
-  // recomputation holds one run's forward again and its backward in its scratch arenas.
-  m.workspace = 0;
-  if (rc.granularity == nn::RecomputeGranularity::full) m.workspace += 2 * largest_run * m.per_layer_none;
-  if (rc.granularity == nn::RecomputeGranularity::selective) m.workspace += 2 * m.per_layer_none;
-  int64_t unscratched = 0;  // layers whose backward allocates in the micro-batch's arena (the largest chunk)
-  for (const auto& chunk : chunks_) {
-    int64_t n = 0;
-    for (const auto& run : nn::recompute_runs(rc, chunk.layout.num_layers))
-      if (!run.recomputed && rc.granularity != nn::RecomputeGranularity::selective) n += run.end - run.begin;
-    unscratched = std::max(unscratched, n);
-  }
-  m.workspace += unscratched * m.per_layer_none;
+  // Transient, in LayerStack's scratch arenas (nn/recompute.h): one layer's backward (about as many
+  // bytes as its forward's) at a time, or a recomputed run's forward again and its backward.
+  m.workspace = m.per_layer_none;
+  if (rc.granularity == nn::RecomputeGranularity::full) m.workspace = std::max(m.workspace, 2 * largest_run * m.per_layer_none);
+  if (rc.granularity == nn::RecomputeGranularity::selective) m.workspace = 2 * m.per_layer_none;
   return m;
 }
 

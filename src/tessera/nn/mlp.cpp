@@ -12,12 +12,12 @@ MLP::MLP(ParameterStore& store, const std::string& name, int64_t hidden, int64_t
       fc1_(store, name + ".linear_fc1", hidden, (options.swiglu ? 2 : 1) * ffn_hidden, options.bias, init_std, tp),
       fc2_(store, name + ".linear_fc2", ffn_hidden, hidden, options.bias, output_init_std, tp) {}
 
-Tensor MLP::forward(Arena& arena, const Tensor& in, Saved& saved, Arena* discard) const {
+Tensor MLP::forward(Arena& arena, const Tensor& in, Saved& saved, const ForwardScratch& scratch) const {
   saved.fc1 = fc1_.forward(arena, in, saved.in);
-  Tensor activation = activation_buffer(discard ? *discard : arena, saved.fc1);
+  Tensor activation = activation_buffer(scratch.for_recomputable(arena), saved.fc1);
   activate(saved.fc1, activation);
-  saved.activation = discard ? Tensor() : activation;
-  return fc2_.forward(arena, activation);
+  saved.activation = scratch.drop_recomputable ? Tensor() : activation;
+  return fc2_.forward(scratch.for_transient(arena), activation);
 }
 
 Tensor MLP::activation_buffer(Arena& arena, const Tensor& fc1) const {

@@ -6,6 +6,7 @@
 #pragma once
 #include <string>
 
+#include "tessera/nn/forward_scratch.h"
 #include "tessera/nn/parallel_linear.h"
 
 namespace tessera::nn {
@@ -23,9 +24,10 @@ class MLP {
   };
   MLP(ParameterStore& store, const std::string& name, int64_t hidden, int64_t ffn_hidden, double init_std,
       double output_init_std, const parallel::TensorParallel& tp = {}, const MlpOptions& options = {});
-  // discard (selective recomputation): the activation output (GeLU or SwiGLU) goes there and is not
-  // kept (saved.activation undefined); backward computes it again from saved.fc1.
-  Tensor forward(Arena& arena, const Tensor& in, Saved& saved, Arena* discard = nullptr) const;
+  // scratch (nn/forward_scratch.h): fc2's output (dead after the caller's residual add) goes to its
+  // transient arena; with drop_recomputable the activation output (GeLU or SwiGLU) too, not kept
+  // (saved.activation undefined): backward computes it again from saved.fc1.
+  Tensor forward(Arena& arena, const Tensor& in, Saved& saved, const ForwardScratch& scratch = {}) const;
   Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
 
  private:

@@ -94,6 +94,7 @@ Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& a
                            int64_t batch, const Tensor& key_padding_mask, const DropoutContext& dropout,
                            LayerStackSaved& saved, const Tensor& positions, const Tensor& document_ids) const {
   const auto runs = recompute_runs(config_, static_cast<int64_t>(layers.size()));
+  work_.consolidate();  // one block from the second chunk forward on (Arena::consolidate)
   saved.layers.assign(layers.size(), TransformerLayer::Saved{});
   saved.run_inputs.assign(runs.size(), Tensor());
   saved.key_padding_mask = key_padding_mask;
@@ -104,15 +105,10 @@ Tensor LayerStack::forward(const std::vector<TransformerLayer>& layers, Arena& a
     const LayerRun& run = runs[r];
     if (!run.recomputed) {
       for (int64_t i = run.begin; i < run.end; ++i) {
-        auto& layer_saved = saved.layers[static_cast<size_t>(i)];
-        if (!selective) {
-          x = layers[static_cast<size_t>(i)].forward(arena, x, seq, batch, key_padding_mask, dropout, layer_saved,
-                                                     positions, document_ids);
-          continue;
-        }
-        work_.reset();  // what the layer drops lives here until its forward ends
-        x = layers[static_cast<size_t>(i)].forward(arena, x, seq, batch, key_padding_mask, dropout, layer_saved,
-                                                   positions, document_ids, &work_);
+        work_.reset();  // what the layer's backward does not read lives here until its forward ends
+        x = layers[static_cast<size_t>(i)].forward(arena, x, seq, batch, key_padding_mask, dropout,
+                                                   saved.layers[static_cast<size_t>(i)], positions, document_ids,
+                                                   ForwardScratch{&work_, selective});
       }
       continue;
     }
@@ -137,21 +133,16 @@ Tensor LayerStack::backward(const std::vector<TransformerLayer>& layers, Arena& 
   TESSERA_CHECK(saved.layers.size() == layers.size() && saved.run_inputs.size() == runs.size(),
                 "layer backward without the matching forward (", saved.layers.size(), " saved layers, ",
                 layers.size(), " layers)");
-  const bool selective = config_.granularity == RecomputeGranularity::selective;
+  for (Arena* scratch : {&work_, &backward_, &carry_[0], &carry_[1]}) scratch->consolidate();  // dout is not in them
   bool in_scratch = false;  // dout lives in a carry arena
   for (size_t r = runs.size(); r-- > 0;) {
     const LayerRun& run = runs[r];
     if (!run.recomputed) {
       for (int64_t i = run.end; i-- > run.begin;) {
-        const auto& layer_saved = saved.layers[static_cast<size_t>(i)];
-        if (selective) {
-          backward_.reset();
-          dout = carry(layers[static_cast<size_t>(i)].backward(backward_, dout, seq, batch, dropout, layer_saved,
-                                                                          aux_loss_scale));
-        } else {
-          dout = layers[static_cast<size_t>(i)].backward(arena, dout, seq, batch, dropout, layer_saved, aux_loss_scale);
-        }
-        in_scratch = selective;
+        backward_.reset();  // the previous layer's backward buffers: only its input gradient (carried) lives on
+        dout = carry(layers[static_cast<size_t>(i)].backward(backward_, dout, seq, batch, dropout,
+                                                             saved.layers[static_cast<size_t>(i)], aux_loss_scale));
+        in_scratch = true;
         if (layer_done) layer_done(static_cast<size_t>(i));
       }
       continue;

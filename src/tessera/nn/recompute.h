@@ -11,10 +11,11 @@
 // run's seed, the micro-batch's pass key, the layer's site name and the element's global index, so
 // gradients are bitwise those of the run without recomputation.
 // Memory: a recomputed run's forward works in a scratch arena reset after it (only the run's
-// output is copied to the caller's arena); backward (full and selective) recomputes a run in that
-// arena, runs its backward in a second one and copies the run's input gradient into one of two small
-// carry arenas used in turn, so a chunk's backward holds one run's activations and gradients at a
-// time. granularity = none takes none of these paths (the layers as before).
+// output is copied to the caller's arena); a kept layer's forward puts what its backward does not
+// read (nn/forward_scratch.h) in that arena too. Backward recomputes a run in that arena, runs its
+// backward (a kept layer's: the layer's) in a second one and copies the input gradient into one of
+// two small carry arenas used in turn, so a chunk's backward holds one run's (or one layer's)
+// activations and gradients at a time, whatever the granularity.
 #pragma once
 #include <array>
 #include <cstdint>

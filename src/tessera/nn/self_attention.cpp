@@ -65,7 +65,7 @@ RandomStream SelfAttention::dropout_stream(const DropoutContext& dropout) const 
 
 Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch,
                               const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved,
-                              const Tensor& positions, const Tensor& document_ids, Arena* discard) const {
+                              const Tensor& positions, const Tensor& document_ids, const ForwardScratch& scratch) const {
   auto p = params(dropout, document_ids);
   saved.document_ids = document_ids;
   saved.qkv = qkv_.forward(arena, in, saved.in);
@@ -80,12 +80,12 @@ Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64
     ops::flash_attention_forward(qkv, key_padding_mask, p, saved.context, saved.lse);
   } else {
     saved.lse = Tensor();
-    saved.key_padding_mask = discard ? key_padding_mask : Tensor();
-    Tensor probs = (discard ? *discard : arena).allocate(in.dtype(), {batch, p.num_heads, seq, seq});
+    saved.key_padding_mask = scratch.drop_recomputable ? key_padding_mask : Tensor();
+    Tensor probs = scratch.for_recomputable(arena).allocate(in.dtype(), {batch, p.num_heads, seq, seq});
     ops::attention_forward(qkv, key_padding_mask, p, dropout_stream(dropout), saved.context, probs);
-    saved.probs = discard ? Tensor() : probs;
+    saved.probs = scratch.drop_recomputable ? Tensor() : probs;
   }
-  return proj_.forward(arena, saved.context.view({seq * batch, p.num_heads * p.head_dim}));
+  return proj_.forward(scratch.for_transient(arena), saved.context.view({seq * batch, p.num_heads * p.head_dim}));
 }
 
 Tensor SelfAttention::recompute_probs(Arena& arena, int64_t seq, int64_t batch, const DropoutContext& dropout,

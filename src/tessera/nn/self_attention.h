@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tessera/nn/dropout_context.h"
+#include "tessera/nn/forward_scratch.h"
 #include "tessera/nn/parallel_linear.h"
 #include "tessera/ops/attention.h"
 
@@ -57,11 +58,12 @@ class SelfAttention {
   // undefined; positions (RoPE): i32 [s*b] sequence-major (undefined: 0..s-1), kept alive until backward;
   // document_ids (Megatron's reset_attention_mask): i32 [b, s] on the arena's device or undefined (one
   // document per sample): a token attends only to earlier tokens of its own document; kept alive until backward.
-  // discard (selective recomputation): the unfused path's probs go there and are not kept (saved.probs
-  // undefined, saved.key_padding_mask set); backward recomputes them with the same dropout masks.
+  // scratch (nn/forward_scratch.h): the output projection's result (dead after the caller's residual
+  // add) goes to its transient arena; with drop_recomputable the unfused path's probs too, not kept
+  // (saved.probs undefined, saved.key_padding_mask set): backward recomputes them with the same masks.
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
                  const DropoutContext& dropout, Saved& saved, const Tensor& positions = Tensor(),
-                 const Tensor& document_ids = Tensor(), Arena* discard = nullptr) const;
+                 const Tensor& document_ids = Tensor(), const ForwardScratch& scratch = {}) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved) const;
   // Generation (no dropout, no saved activations): in [t*b, h] for t new tokens per sequence at

@@ -43,15 +43,15 @@ Tensor dropout_grad(Arena& arena, const Tensor& dout, double p, const RandomStre
 
 Tensor TransformerLayer::forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch,
                                  const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved,
-                                 const Tensor& positions, const Tensor& document_ids, Arena* discard) const {
+                                 const Tensor& positions, const Tensor& document_ids, const ForwardScratch& scratch) const {
   double p = dropout.training ? hidden_dropout_ : 0.0;
   auto offset = static_cast<uint64_t>(tp_.first_row(seq * batch) * in.dim(1));
   Tensor x = ln1_.forward(arena, in, saved.ln1);
   Tensor a = attention_.forward(arena, x, seq, batch, key_padding_mask, dropout, saved.attention, positions,
-                                document_ids, discard);
+                                document_ids, scratch);
   Tensor h = dropout_add(arena, a, in, p, dropout.stream(name_ + ".attention_output_dropout"), offset);
   Tensor y = ln2_.forward(arena, h, saved.ln2);
-  Tensor m = moe_ ? moe_->forward(arena, y, saved.moe) : mlp_->forward(arena, y, saved.mlp, discard);
+  Tensor m = moe_ ? moe_->forward(arena, y, saved.moe) : mlp_->forward(arena, y, saved.mlp, scratch);
   return dropout_add(arena, m, h, p, dropout.stream(name_ + ".mlp_output_dropout"), offset);
 }
 

@@ -36,11 +36,12 @@ class TransformerLayer {
                    const parallel::TensorParallel& tp = {}, const ExpertParallel& ep = {});
   // positions: i32 [s*b] position ids (RoPE; undefined: 0..s-1), kept alive until backward.
   // document_ids: i32 [b, s] or undefined: the attention's document masks (SelfAttention::forward).
-  // discard (selective recomputation, nn/recompute.h): where the activations the layer does not
-  // keep go (the core attention's probabilities, the MLP's activation output); its backward recomputes them.
+  // scratch (nn/forward_scratch.h): where the buffers the backward does not read go (the output
+  // projections' results before the residual adds; with drop_recomputable, selective recomputation,
+  // the core attention's probabilities and the MLP's activation output, which backward recomputes).
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
                  const DropoutContext& dropout, Saved& saved, const Tensor& positions = Tensor(),
-                 const Tensor& document_ids = Tensor(), Arena* discard = nullptr) const;
+                 const Tensor& document_ids = Tensor(), const ForwardScratch& scratch = {}) const;
   // aux_loss_scale (MoE layers): the weight of this micro-batch's router losses in the objective.
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved, double aux_loss_scale = 0.0) const;

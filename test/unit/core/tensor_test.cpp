@@ -103,5 +103,28 @@ TEST(CoreArena, PeakResetAndZeroFill) {
   EXPECT_EQ(small.data(), a.data());
 }
 
+TEST(CoreArena, FirstBlockSizeAndConsolidation) {
+  // 1000-byte allocations (1024 in the arena) in 1500-byte blocks: each block's tail is abandoned.
+  Arena spilling(1500);
+  for (int i = 0; i < 3; ++i) spilling.allocate(DType::u8, {1000});
+  EXPECT_EQ(spilling.used_bytes(), 1500u * 2 + 1024u);  // two tails of 476 bytes abandoned
+  // consolidate(): one block of the cycle's peak; the same allocations then fit in it, in order.
+  spilling.consolidate();
+  EXPECT_EQ(spilling.used_bytes(), 0u);
+  const Tensor first = spilling.allocate(DType::u8, {1000});
+  const Tensor second = spilling.allocate(DType::u8, {1000});
+  spilling.allocate(DType::u8, {1000});
+  EXPECT_EQ(spilling.used_bytes(), 3u * 1024u);  // no tail abandoned
+  EXPECT_EQ(static_cast<const char*>(second.data()) - static_cast<const char*>(first.data()), 1024);
+  // A first block sized for the cycle: nothing abandoned from the start; later blocks block_bytes.
+  Arena sized(1500, Device::cpu(), 3 * 1024);
+  for (int i = 0; i < 3; ++i) sized.allocate(DType::u8, {1000});
+  EXPECT_EQ(sized.used_bytes(), 3u * 1024u);
+  sized.allocate(DType::u8, {1000});  // spills into a 1500-byte block
+  EXPECT_EQ(sized.used_bytes(), 4u * 1024u);
+  sized.allocate(DType::u8, {1000});  // the 476-byte tail is abandoned: the block was block_bytes, not 3 KiB
+  EXPECT_EQ(sized.used_bytes(), 4u * 1024u + 476u + 1024u);
+}
+
 }  // namespace
 }  // namespace tessera
