@@ -132,7 +132,16 @@ struct ForwardParams {
   bool causal;
   float scale_log2;  // softmax_scale * log2(e)
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
+  DropoutRule dropout;  // kDropout kernels only
+  int dropout_heads, dropout_first_head;
 };
+
+// The dropout mask's flat index of (batch bi, head h, query row, key): the unfused attention's probs
+// [b, dropout_heads, s, s] index (FlashAttentionArgs::dropout).
+__device__ __forceinline__ uint64_t probs_index(int bi, int dropout_heads, int first_head, int h, int seq, int row,
+                                                int key) {
+  return ((static_cast<uint64_t>(bi) * dropout_heads + first_head + h) * seq + row) * seq + key;
+}
 
 constexpr int kFwdBlockM = 64, kFwdBlockN = 64;
 
@@ -143,7 +152,8 @@ constexpr int forward_smem_bytes() {
 
 // One block: 64 query rows of one (head, batch); each warp owns 16 rows. Key/value tiles of 64 rows
 // stream through a two-stage cp.async pipeline; the softmax is online (running max and sum).
-template <typename T, int HN>
+// kDropout: P's elements are dropped (kept ones scaled by 1 / (1 - p)) after the row sum, before P V.
+template <typename T, int HN, bool kDropout>
 __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p) {
   constexpr int BM = kFwdBlockM, BN = kFwdBlockN, LD = HN + 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -275,6 +285,19 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
       }
     }
 
+    if constexpr (kDropout) {  // the row sums above are of the undropped P, as softmax then dropout
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + nt * 8 + 2 * tq + (e & 1), row = e < 2 ? row_a : row_b;
+          const bool keep = sc[nt][e] != 0.0f &&
+                            p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq, row, key));
+          sc[nt][e] = keep ? sc[nt][e] * p.dropout.keep_scale : 0.0f;
+        }
+      }
+    }
+
     // O += P V (P from registers: the accumulator layout of two n-tiles is an A fragment)
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
@@ -331,6 +354,8 @@ struct BackwardParams {
   bool causal;
   float scale, scale_log2;
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
+  DropoutRule dropout;  // kDropout kernels only
+  int dropout_heads, dropout_first_head;
 };
 
 constexpr int kBwdBlockN = 64;  // keys per block (16 per warp)
@@ -389,7 +414,9 @@ __global__ void flash_backward_write_dq_kernel(const float* dq_accum, T* dqkv, i
 // registers while query tiles of every head of the group stream through (two cp.async stages).
 // Per tile: S^T = K Q^T, P^T = exp(S^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T - D) * scale,
 // dV += P^T dO, dK += dS^T Q, and dQ += dS K through shared memory and fp32 atomics.
-template <typename T, int HN>
+// kDropout: with Z the mask scaled by 1 / (1 - p), dV += (P Z)^T dO and dS = P (dP Z - D), D being
+// rowsum(dO out) of the dropped output (sum_j P_ij Z_ij dP_ij = dO_i . out_i).
+template <typename T, int HN, bool kDropout>
 __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams p) {
   constexpr int BK = kBwdBlockN, BQ = backward_block_m<HN>(), LD = HN + 8, LDS = BQ + 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -520,8 +547,16 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
                         !(docs && doc_tile[ql] != (e < 2 ? doc_a : doc_b));
         const float bias = alibi * static_cast<float>(abs(q0 + ql - key));
         const float prob = ok ? fast_exp2(sc[nt][e] * p.scale_log2 - bias - lse_tile[ql]) : 0.0f;
-        sc[nt][e] = prob;
-        dp[nt][e] = prob * (dp[nt][e] - d_tile[ql]) * p.scale;
+        if constexpr (kDropout) {
+          const bool keep = prob != 0.0f && p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head, h,
+                                                                       seq, q0 + ql, key));
+          const float z = keep ? p.dropout.keep_scale : 0.0f;
+          sc[nt][e] = prob * z;
+          dp[nt][e] = prob * (dp[nt][e] * z - d_tile[ql]) * p.scale;
+        } else {
+          sc[nt][e] = prob;
+          dp[nt][e] = prob * (dp[nt][e] - d_tile[ql]) * p.scale;
+        }
       }
     }
 
@@ -625,13 +660,22 @@ void allow_dynamic_smem(Kernel kernel, int bytes) {
   TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
+template <typename Params>
+void set_dropout(Params& p, const FlashAttentionArgs& a) {
+  p.dropout = make_dropout_rule(a.dropout);
+  p.dropout_heads = static_cast<int>(a.dropout_heads > 0 ? a.dropout_heads : a.num_heads);
+  p.dropout_first_head = static_cast<int>(a.dropout_first_head);
+}
+
 template <typename T, int HN>
 void launch_forward(const void* qkv, const uint8_t* mask, const FlashAttentionArgs& a, void* out, float* lse,
                     cudaStream_t stream) {
   constexpr int smem = forward_smem_bytes<T, HN>();
-  static const bool configured = (allow_dynamic_smem(flash_forward_kernel<T, HN>, smem), true);
+  static const bool configured = (allow_dynamic_smem(flash_forward_kernel<T, HN, false>, smem),
+                                  allow_dynamic_smem(flash_forward_kernel<T, HN, true>, smem), true);
   (void)configured;
   ForwardParams p;
+  set_dropout(p, a);
   p.qkv = qkv, p.mask = mask, p.documents = a.document_ids, p.out = out, p.lse = lse;
   p.seq = static_cast<int>(a.seq), p.batch = static_cast<int>(a.batch);
   p.heads = static_cast<int>(a.num_heads), p.groups = static_cast<int>(a.num_query_groups);
@@ -640,7 +684,8 @@ void launch_forward(const void* qkv, const uint8_t* mask, const FlashAttentionAr
   p.alibi_heads = static_cast<int>(a.alibi_heads), p.alibi_first_head = static_cast<int>(a.alibi_first_head);
   const dim3 grid(static_cast<unsigned>((a.seq + kFwdBlockM - 1) / kFwdBlockM), static_cast<unsigned>(a.num_heads),
                   static_cast<unsigned>(a.batch));
-  flash_forward_kernel<T, HN><<<grid, kThreads, smem, stream>>>(p);
+  if (a.dropout.p > 0.0) flash_forward_kernel<T, HN, true><<<grid, kThreads, smem, stream>>>(p);
+  else flash_forward_kernel<T, HN, false><<<grid, kThreads, smem, stream>>>(p);
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -659,7 +704,8 @@ template <typename T, int HN>
 void launch_backward(const void* dout, const void* qkv, const void* out, const float* lse, const uint8_t* mask,
                      const FlashAttentionArgs& a, void* dqkv, void* scratch, cudaStream_t stream) {
   constexpr int smem = backward_smem_bytes<T, HN>();
-  static const bool configured = (allow_dynamic_smem(flash_backward_kernel<T, HN>, smem), true);
+  static const bool configured = (allow_dynamic_smem(flash_backward_kernel<T, HN, false>, smem),
+                                  allow_dynamic_smem(flash_backward_kernel<T, HN, true>, smem), true);
   (void)configured;
   float* dq_accum = static_cast<float*>(scratch);
   float* dsum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_accum_bytes(a));
@@ -669,6 +715,7 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
       static_cast<int>(a.batch), static_cast<int>(a.num_heads));
   TESSERA_KERNEL_LAUNCH_CHECK();
   BackwardParams p;
+  set_dropout(p, a);
   p.qkv = qkv, p.dout = dout, p.lse = lse, p.dsum = dsum, p.mask = mask, p.documents = a.document_ids, p.dqkv = dqkv;
   p.dq_accum = dq_accum;
   p.seq = static_cast<int>(a.seq), p.batch = static_cast<int>(a.batch);
@@ -685,7 +732,8 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
     p.dq_slices = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_slices_offset(a));
     TESSERA_CUDA_CHECK(cudaMemsetAsync(p.dq_slices, 0, grid.x * dq_accum_bytes(a), stream));
   }
-  flash_backward_kernel<T, HN><<<grid, kThreads, smem, stream>>>(p);
+  if (a.dropout.p > 0.0) flash_backward_kernel<T, HN, true><<<grid, kThreads, smem, stream>>>(p);
+  else flash_backward_kernel<T, HN, false><<<grid, kThreads, smem, stream>>>(p);
   TESSERA_KERNEL_LAUNCH_CHECK();
   if (a.deterministic) {
     const int64_t n = rows * HN;

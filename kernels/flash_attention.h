@@ -1,11 +1,13 @@
 // Launch declarations of the fused (FlashAttention-2 style) attention kernels (flash_attention.cu):
-// bf16/f16 storage, head_dim 64 or 128, tensor-core math with fp32 softmax/accumulation, no s x s matrix.
+// bf16/f16 storage, head_dim 64 or 128, tensor-core math with fp32 softmax/accumulation, no s x s matrix,
+// attention dropout drawn inside the kernels (Philox per element, the CPU's masks).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/kernels.h"
 #include "tessera/core/dtype.h"
 
 namespace tessera::kernels {
@@ -27,6 +29,11 @@ struct FlashAttentionArgs {
   // attends key j only when both have the same id; a key tile no query of a block can attend (the
   // tile's ids outside the range of the block's query ids) is skipped.
   const int32_t* document_ids = nullptr;
+  // Attention dropout on the probabilities (dropout.p > 0): element (b, h, i, j) is kept with the mask
+  // of flat index ((b * dropout_heads + dropout_first_head + h) * s + i) * s + j (+ dropout.offset),
+  // the unfused attention's [b, dropout_heads, s, s] probs index, so the masks are the CPU's.
+  DropoutArgs dropout;
+  int64_t dropout_heads = 0, dropout_first_head = 0;  // dropout_heads 0: num_heads
 };
 
 // True for the storage dtypes and head dims the kernels are built for (bf16/f16; 64, 128).

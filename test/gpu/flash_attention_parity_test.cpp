@@ -6,7 +6,8 @@
 // rotated by the CPU RoPE with per-row positions, then rounded) and with document ids (Megatron's
 // reset_attention_mask: short and long documents, so whole tiles are skipped); the unfused CUDA
 // attention (f32 and bf16, forward and backward, dropout 0 and 0.1 with the CPU's masks) with document
-// ids against the CPU; then timings of fused vs unfused attention on the GPT-2 124M and 1.5B shapes
+// ids against the CPU; the fused kernels with attention dropout 0.1 (masks drawn inside them) against the
+// CPU's unfused attention with the same stream (GQA, padding, a tensor-parallel head slice); then timings of fused vs unfused attention on the GPT-2 124M and 1.5B shapes
 // (and the fused kernels with 16 documents per sequence). Exits 77 (skipped) without a visible GPU.
 #include <cuda_runtime.h>
 
@@ -289,6 +290,68 @@ void run_unfused_documents(DType t, int64_t s, int64_t b, int64_t na, int64_t ng
   std::fprintf(log, "%-58s out %.2e probs %.2e dqkv %.2e\n", name, e_out, e_probs, e_dqkv);
 }
 
+// Flash attention with attention dropout (drawn inside the fused kernels) against the CPU's unfused
+// attention with the same dropout stream (the reference masks), on the same rounded inputs: out and
+// dq, dk, dv. tp_slice: this call's heads are heads [na, 2 na) of a 2 na-head dropout index space, as
+// a tensor-parallel rank's are.
+void run_flash_dropout(DType t, int64_t hn, int64_t s, int64_t b, int64_t na, int64_t ng, bool causal, bool padding,
+                       bool tp_slice, std::FILE* log) {
+  const int64_t width = (na + 2 * ng) * hn, out_cols = na * hn;
+  char name[160];
+  std::snprintf(name, sizeof(name), "flash dropout=0.1 %s hn=%lld s=%lld b=%lld na=%lld ng=%lld %s %s%s",
+                std::string(dtype_name(t)).c_str(), static_cast<long long>(hn), static_cast<long long>(s),
+                static_cast<long long>(b), static_cast<long long>(na), static_cast<long long>(ng),
+                causal ? "causal" : "full", padding ? "padded" : "unpadded", tp_slice ? " tp-slice" : "");
+  const Shape qkv_shape{s, b, width}, out_shape{s, b, out_cols};
+  auto qkv = randn(shape_numel(qkv_shape), 1.0f, t), dout = randn(shape_numel(out_shape), 1.0f, t);
+  std::vector<uint8_t> mask = make_mask({t, hn, s, b, na, ng, causal, padding});
+  ops::AttentionParams p;
+  p.num_heads = na, p.num_query_groups = ng, p.head_dim = hn, p.causal = causal, p.dropout = 0.1;
+  if (tp_slice) p.dropout_heads = 2 * na, p.dropout_first_head = na;
+  const RandomStream stream(21, 22);
+
+  auto d_qkv = upload(qkv, t, qkv_shape);
+  auto d_dout = upload(dout, t, out_shape);
+  DeviceTensor d_mask(DType::u8, {b, s}, mask.data());
+  auto d_out = output(t, out_shape);
+  auto d_lse = output(DType::f32, {b, na, s});
+  auto d_dqkv = output(t, qkv_shape);
+  const Tensor gpu_mask = padding ? d_mask.tensor : Tensor();
+  if (!ops::flash_attention_supported(d_qkv->tensor, p)) {
+    std::printf("FAIL %s: flash_attention_supported is false\n", name);
+    ++failures;
+    return;
+  }
+  ops::flash_attention_forward(d_qkv->tensor, gpu_mask, p, d_out->tensor, d_lse->tensor, &stream);
+  ops::flash_attention_backward(d_dout->tensor, d_qkv->tensor, d_out->tensor, d_lse->tensor, gpu_mask, p,
+                                d_dqkv->tensor, &stream);
+  const auto g_out = download(*d_out, std::string("out ") + name);
+  const auto g_dqkv = download(*d_dqkv, std::string("dqkv ") + name);
+
+  std::vector<float> r_out(g_out.size()), r_probs(static_cast<size_t>(b * na * s * s)), r_dqkv(g_dqkv.size());
+  const Shape probs_shape{b, na, s, s};
+  const Tensor cpu_mask = padding ? Tensor(mask.data(), DType::u8, {b, s}) : Tensor();
+  ops::attention_forward(cpu(qkv, qkv_shape), cpu_mask, p, stream, cpu(r_out, out_shape), cpu(r_probs, probs_shape));
+  ops::attention_backward(cpu(dout, out_shape), cpu(qkv, qkv_shape), cpu(r_probs, probs_shape), p, stream,
+                          cpu(r_dqkv, qkv_shape));
+  const int64_t hpg = na / ng;
+  auto column_kind = [&](size_t i) {  // 0: q, 1: k, 2: v
+    const int64_t within = (static_cast<int64_t>(i) % width) % ((hpg + 2) * hn) / hn;
+    return within < hpg ? 0 : within == hpg ? 1 : 2;
+  };
+  double max_dqkv = 0.0;
+  for (float x : r_dqkv) max_dqkv = std::max(max_dqkv, std::fabs(double(x)));
+  const double floor = 0.05 * max_dqkv;
+  const double e_out = compare("out", t, hn, "dropout", name, g_out, r_out, [](size_t) { return true; });
+  const double e_dq =
+      compare("dq", t, hn, "dropout", name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 0; }, floor);
+  const double e_dk =
+      compare("dk", t, hn, "dropout", name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 1; }, floor);
+  const double e_dv =
+      compare("dv", t, hn, "dropout", name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 2; });
+  std::fprintf(log, "%-58s out %.2e dq %.2e dk %.2e dv %.2e\n", name, e_out, e_dq, e_dk, e_dv);
+}
+
 // ---- timing ------------------------------------------------------------------------------------
 
 uint64_t hash64(uint64_t x) {
@@ -328,11 +391,14 @@ double median_ms(F&& f) {
 }
 
 // documents > 0: the fused kernels with that many equal documents per sequence (tiles skipped).
-void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn, int64_t documents = 0) {
+// dropout > 0: the fused kernels with attention dropout (Philox per element inside the kernels).
+void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn, int64_t documents = 0,
+                double dropout = 0.0) {
   const DType t = DType::bf16;
   const int64_t width = 3 * na * hn;
   ops::AttentionParams p;
-  p.num_heads = na, p.num_query_groups = na, p.head_dim = hn, p.causal = true;
+  p.num_heads = na, p.num_query_groups = na, p.head_dim = hn, p.causal = true, p.dropout = dropout;
+  const RandomStream dropout_stream(5, 6);
   auto qkv = pseudo_random(t, {s, b, width}, 1), dout = pseudo_random(t, {s, b, na * hn}, 2);
   auto out = output(t, {s, b, na * hn});
   auto lse = output(DType::f32, {b, na, s});
@@ -343,13 +409,15 @@ void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn,
   DeviceTensor d_ids(DType::i32, {b, s}, ids.data());
   if (documents > 0) p.document_ids = d_ids.tensor;
   const double fwd_flops = 4.0 * b * na * s * s * hn / 2, bwd_flops = 2.5 * fwd_flops;
-  const double f_ms = median_ms([&] { ops::flash_attention_forward(qkv->tensor, Tensor(), p, out->tensor, lse->tensor); });
+  const double f_ms = median_ms(
+      [&] { ops::flash_attention_forward(qkv->tensor, Tensor(), p, out->tensor, lse->tensor, &dropout_stream); });
   const double b_ms = median_ms([&] {
-    ops::flash_attention_backward(dout->tensor, qkv->tensor, out->tensor, lse->tensor, Tensor(), p, dqkv->tensor);
+    ops::flash_attention_backward(dout->tensor, qkv->tensor, out->tensor, lse->tensor, Tensor(), p, dqkv->tensor,
+                                  &dropout_stream);
   });
   download(*dqkv, std::string("timing dqkv ") + label);
   double uf_ms = -1, ub_ms = -1;
-  if (documents > 0) {  // the same causal FLOPs counted: the skipped tiles show as a higher rate
+  if (documents > 0 || dropout > 0) {  // the same causal FLOPs counted: the skipped tiles show as a higher rate
     std::printf("%-34s fused   fwd %7.3f ms %6.1f TFLOP/s   bwd %7.3f ms %6.1f TFLOP/s (causal-equivalent)\n", label,
                 f_ms, fwd_flops / f_ms * 1e-9, b_ms, bwd_flops / b_ms * 1e-9);
     std::fflush(stdout);
@@ -382,10 +450,12 @@ int main(int argc, char** argv) {
     std::printf("deterministic mode on (TESSERA_TEST_DETERMINISTIC=1)\n");
   }
   // argv[1]: optional file for the per-configuration error table (default: stdout); argv[2] = "quick":
-  // no timings and s <= 257 only (for runs under compute-sanitizer).
+  // no timings and s <= 257 only (for runs under compute-sanitizer); "dropout": only the fused
+  // kernels' attention-dropout cases.
   std::FILE* log = argc > 1 ? std::fopen(argv[1], "w") : stdout;
   if (!log) log = stdout;
-  const bool quick = argc > 2 && std::string(argv[2]) == "quick";
+  const bool dropout_only = argc > 2 && std::string(argv[2]) == "dropout";
+  const bool quick = dropout_only || (argc > 2 && std::string(argv[2]) == "quick");
   try {
     std::printf("timings (bf16, causal, s=1024, hn=64; median of 20 after 3 warm-up; FLOPs fwd 4 b na s^2 hn / 2, "
                 "bwd 2.5x)\n");
@@ -393,8 +463,10 @@ int main(int argc, char** argv) {
       time_shape("GPT-2 124M  b=16 na=ng=12", 16, 12, 1024, 64);
       time_shape("GPT-2 1.5B  b=8  na=ng=25", 8, 25, 1024, 64);
       time_shape("GPT-2 124M  16 documents", 16, 12, 1024, 64, 16);
+      time_shape("GPT-2 124M  dropout 0.1", 16, 12, 1024, 64, 0, 0.1);
     }
     const int64_t heads[][2] = {{4, 4}, {8, 2}, {4, 1}};
+    if (!dropout_only)
     for (DType t : {DType::bf16, DType::f16})
       for (int64_t hn : {64, 128})
         for (int64_t s : {1, 17, 128, 257, 1024})
@@ -405,11 +477,20 @@ int main(int argc, char** argv) {
                 for (bool padding : {false, true})
                   for (Variant v : {Variant::plain, Variant::alibi, Variant::rope, Variant::documents})
                     run_config({t, hn, s, b, h[0], h[1], causal, padding, v}, log);
+    if (!dropout_only)
     for (DType t : {DType::f32, DType::bf16})
       for (int64_t s : {17, 128, 257})
         for (bool causal : {true, false})
           for (bool padding : {false, true})
             for (double dropout : {0.0, 0.1}) run_unfused_documents(t, s, 3, 4, 2, 64, causal, padding, dropout, log);
+    for (DType t : {DType::bf16, DType::f16})
+      for (int64_t hn : {64, 128})
+        for (int64_t s : {17, 128, 257})
+          for (bool causal : {true, false})
+            for (bool padding : {false, true}) {
+              run_flash_dropout(t, hn, s, 2, 4, 2, causal, padding, false, log);
+              if (s == 128) run_flash_dropout(t, hn, s, 2, 4, 4, causal, padding, true, log);
+            }
   } catch (const std::exception& e) {
     std::printf("FAIL: exception: %s\n", e.what());
     return 1;

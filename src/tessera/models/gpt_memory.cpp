@@ -22,7 +22,7 @@ ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
   const int64_t heads = c.num_attention_heads / t, groups = c.num_query_groups / t, hd = h / c.num_attention_heads;
   const int64_t ffn = c.ffn_hidden_size / t;
   const bool half = store_.dtype() == DType::bf16 || store_.dtype() == DType::f16;
-  const bool flash = cuda && half && (hd == 64 || hd == 128) && c.attention_dropout == 0.0;
+  const bool flash = cuda && half && (hd == 64 || hd == 128);  // ops::flash_attention_supported (dropout too)
   auto gathered = [&] { return tp_.sequence_parallel ? aligned(R * h * d) : 0; };  // SP all-gather of a GEMM input
   const int64_t layernorm = aligned(Rl * h * d) + 2 * aligned(Rl * stat);
   const int64_t probs = flash ? aligned(batch * heads * seq * 4) : aligned(batch * heads * seq * seq * d);

@@ -77,7 +77,8 @@ Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64
     saved.probs = Tensor();
     saved.lse = arena.allocate(DType::f32, {batch, p.num_heads, seq});
     saved.key_padding_mask = key_padding_mask;
-    ops::flash_attention_forward(qkv, key_padding_mask, p, saved.context, saved.lse);
+    const RandomStream stream = dropout_stream(dropout);
+    ops::flash_attention_forward(qkv, key_padding_mask, p, saved.context, saved.lse, &stream);
   } else {
     saved.lse = Tensor();
     saved.key_padding_mask = scratch.drop_recomputable ? key_padding_mask : Tensor();
@@ -105,11 +106,12 @@ Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, in
   Tensor context = saved.context.view({seq * batch, local_hidden});
   Tensor dcontext = proj_.backward(arena, dout, context);
   Tensor dqkv = arena.allocate(dout.dtype(), {seq, batch, saved.qkv.dim(1)});
-  if (saved.lse.defined())
+  if (saved.lse.defined()) {
+    const RandomStream stream = dropout_stream(dropout);  // the forward's masks again
     ops::flash_attention_backward(dcontext.view({seq, batch, local_hidden}),
                                   saved.qkv.view({seq, batch, saved.qkv.dim(1)}), saved.context, saved.lse,
-                                  saved.key_padding_mask, p, dqkv);
-  else
+                                  saved.key_padding_mask, p, dqkv, &stream);
+  } else
     ops::attention_backward(dcontext.view({seq, batch, local_hidden}), saved.qkv.view({seq, batch, saved.qkv.dim(1)}),
                             saved.probs.data() ? saved.probs : recompute_probs(arena, seq, batch, dropout, saved), p,
                             dropout_stream(dropout), dqkv);

@@ -20,15 +20,21 @@ namespace {
 [[maybe_unused]] bool aligned16(const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data()) % 16 == 0; }
 
 // Validates params, qkv [s, b, (na + 2 ng) hn] and the device-specific dtype rules; returns the dims.
-cpu::AttentionDims flash_dims(const char* op, const Tensor& qkv, const AttentionParams& params) {
+cpu::AttentionDims flash_dims(const char* op, const Tensor& qkv, const AttentionParams& params,
+                              const RandomStream* dropout_stream) {
   detail::require_defined(op, qkv, "qkv");
   TESSERA_CHECK(params.num_heads > 0 && params.num_query_groups > 0 && params.head_dim > 0, op,
                 ": num_heads, num_query_groups and head_dim must be positive, got ", params.num_heads, ", ",
                 params.num_query_groups, ", ", params.head_dim);
   TESSERA_CHECK(params.num_heads % params.num_query_groups == 0, op, ": num_heads (", params.num_heads,
                 ") must be a multiple of num_query_groups (", params.num_query_groups, ")");
-  TESSERA_CHECK(params.dropout == 0.0, op, ": fused attention has no attention dropout, got dropout ", params.dropout,
-                " (use ops::attention_forward/backward for dropout > 0)");
+  TESSERA_CHECK(params.dropout >= 0.0 && params.dropout < 1.0, op, ": attention dropout must be in [0, 1), got ",
+                params.dropout);
+  TESSERA_CHECK(params.dropout == 0.0 || qkv.device().is_cuda(), op,
+                ": the CPU's fused attention has no attention dropout, got dropout ", params.dropout,
+                " (ops::attention_forward/backward is the CPU reference with dropout)");
+  TESSERA_CHECK(params.dropout == 0.0 || dropout_stream != nullptr, op, ": attention dropout ", params.dropout,
+                " needs the dropout stream");
   const int64_t width = (params.num_heads + 2 * params.num_query_groups) * params.head_dim;
   if (qkv.ndim() != 3 || qkv.dim(2) != width)
     TESSERA_FAIL(op, ": qkv must be [s, b, (num_heads + 2 num_query_groups) head_dim] = [s, b, ", width, "], got ",
@@ -161,7 +167,7 @@ void visit_cpu(const char* op, const Tensor& qkv, const Tensor& lse, F&& f) {
 bool flash_attention_supported(const Tensor& qkv, const AttentionParams& params) {
 #ifdef TESSERA_HAVE_CUDA
   return qkv.defined() && qkv.device().is_cuda() && (qkv.dtype() == DType::bf16 || qkv.dtype() == DType::f16) &&
-         (params.head_dim == 64 || params.head_dim == 128) && params.dropout == 0.0 && params.num_heads > 0 &&
+         (params.head_dim == 64 || params.head_dim == 128) && params.num_heads > 0 &&
          params.num_query_groups > 0 && params.num_heads % params.num_query_groups == 0 && qkv.ndim() == 3 &&
          qkv.dim(2) == (params.num_heads + 2 * params.num_query_groups) * params.head_dim && qkv.dim(1) < 65536 &&
          params.num_heads < 65536 && aligned16(qkv);
@@ -173,16 +179,16 @@ bool flash_attention_supported(const Tensor& qkv, const AttentionParams& params)
 }
 
 void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
-                             const Tensor& out, const Tensor& lse) {
+                             const Tensor& out, const Tensor& lse, const RandomStream* dropout_stream) {
   const char* op = "flash_attention_forward";
-  const cpu::AttentionDims d = flash_dims(op, qkv, params);
+  const cpu::AttentionDims d = flash_dims(op, qkv, params, dropout_stream);
   expect_tensor(out, qkv.dtype(), {d.seq, d.batch, d.num_heads * d.head_dim}, "flash_attention_forward: out");
   check_lse(op, qkv, d, lse);
   check_mask(op, key_padding_mask, d);
   check_document_ids(op, params, d.batch, d.seq, qkv.device());
   if (detail::runs_on_cuda(op, {&qkv, &key_padding_mask, &params.document_ids, &out, &lse})) {
 #ifdef TESSERA_HAVE_CUDA
-    return cuda::flash_attention_forward(qkv, key_padding_mask, params, out, lse);
+    return cuda::flash_attention_forward(qkv, key_padding_mask, params, out, lse, dropout_stream);
 #endif
   }
   if (detail::is_half(qkv.dtype())) {  // bf16 / f16 storage on the CPU: f32 compute
@@ -199,9 +205,10 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, 
 }
 
 void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                              const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv) {
+                              const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv,
+                              const RandomStream* dropout_stream) {
   const char* op = "flash_attention_backward";
-  const cpu::AttentionDims d = flash_dims(op, qkv, params);
+  const cpu::AttentionDims d = flash_dims(op, qkv, params, dropout_stream);
   const Shape out_shape{d.seq, d.batch, d.num_heads * d.head_dim};
   expect_tensor(dout, qkv.dtype(), out_shape, "flash_attention_backward: dout");
   expect_tensor(out, qkv.dtype(), out_shape, "flash_attention_backward: out");
@@ -213,7 +220,7 @@ void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tenso
   TESSERA_CHECK(dqkv.data() != qkv.data() || qkv.numel() == 0, op, ": dqkv must not alias qkv");
   if (detail::runs_on_cuda(op, {&dout, &qkv, &out, &lse, &key_padding_mask, &params.document_ids, &dqkv})) {
 #ifdef TESSERA_HAVE_CUDA
-    return cuda::flash_attention_backward(dout, qkv, out, lse, key_padding_mask, params, dqkv);
+    return cuda::flash_attention_backward(dout, qkv, out, lse, key_padding_mask, params, dqkv, dropout_stream);
 #endif
   }
   if (detail::is_half(qkv.dtype())) {

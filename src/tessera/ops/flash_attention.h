@@ -1,33 +1,39 @@
-// Fused ("flash") core self-attention: the semantics of ops/attention.h without dropout, saving the
-// per-row log-sum-exp lse f32 [b, na, s] instead of probs; CUDA kernels (bf16/f16) or a CPU reference.
+// Fused ("flash") core self-attention: the semantics of ops/attention.h, saving the per-row
+// log-sum-exp lse f32 [b, na, s] instead of probs; CUDA kernels (bf16/f16, attention dropout drawn in
+// the kernels with ops/attention.h's masks) or a CPU reference (without dropout).
 #pragma once
+#include "tessera/core/rng.h"
 #include "tessera/core/tensor.h"
 #include "tessera/ops/attention.h"
 
 namespace tessera::ops {
 
 // True when the fused CUDA kernels take this attention: qkv a CUDA bf16/f16 tensor [s, b, (na+2ng)hn]
-// with head_dim 64 or 128, 16-byte aligned, and params.dropout == 0 (attention dropout stays unfused).
+// with head_dim 64 or 128, 16-byte aligned (attention dropout too: params.dropout, dropped in the kernels).
 bool flash_attention_supported(const Tensor& qkv, const AttentionParams& params);
 
 // qkv [s, b, (na + 2 ng) hn] (Megatron per-query-group layout); key_padding_mask u8 [b, s] (1 = attend)
 // or undefined; params.document_ids i32 [b, s] or undefined (attention within a document only); out [s, b, na hn] of qkv's dtype; lse f32 [b, na, s]: natural log of sum_j exp(score_ij)
 // over the keys row i attends (scores scaled by 1/sqrt(hn)), -inf for a row with no key (its out is 0).
-// params.dropout must be 0. CUDA: bf16/f16 storage; CPU: f32/f64 (lse f32 or the dtype of qkv).
+// params.dropout > 0 (CUDA only): the probabilities are dropped with dropout_stream's masks, indexed as
+// ops::attention_forward indexes its probs (params.dropout_heads / dropout_first_head), so out equals the
+// unfused attention's with the same stream. CUDA: bf16/f16 storage; CPU: f32/f64 (lse f32 or qkv's dtype).
 void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
-                             const Tensor& out, const Tensor& lse);
+                             const Tensor& out, const Tensor& lse, const RandomStream* dropout_stream = nullptr);
 // dqkv (shape and dtype of qkv) is overwritten; dk/dv of a group are summed over its heads. The
 // backward needs the forward's key_padding_mask and params.document_ids (undefined if there were
-// none) to re-mask the keys.
+// none) to re-mask the keys, and the forward's dropout stream to redraw its masks.
 void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                              const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv);
+                              const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv,
+                              const RandomStream* dropout_stream = nullptr);
 
 #ifdef TESSERA_HAVE_CUDA
 namespace cuda {  // the CUDA backend (ops/cuda/flash_attention_cuda.cpp), reached through the dispatchers
 void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
-                             const Tensor& out, const Tensor& lse);
+                             const Tensor& out, const Tensor& lse, const RandomStream* dropout_stream);
 void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                              const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv);
+                              const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv,
+                              const RandomStream* dropout_stream);
 }  // namespace cuda
 #endif
 

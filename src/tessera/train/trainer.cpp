@@ -1,5 +1,6 @@
 #include "tessera/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -29,7 +30,10 @@ double seconds_since(Clock::time_point start) {
 }  // namespace
 
 Trainer::Trainer(const Config& config, Device device)
-    : setup_(build_training_setup(config, device)), arena_(size_t(256) << 20, device) {
+    : setup_(build_training_setup(config, device)),
+      // What one micro-batch's forward keeps, in one block (no tails abandoned between allocations);
+      // the backward's few extra buffers of the head and embedding go to 64 MiB blocks after it.
+      arena_(size_t(64) << 20, device, static_cast<size_t>(std::max<int64_t>(0, setup_->memory.activation.kept_per_micro_batch))) {
   document_masks_ = {data_.eod, config_.data.eod_mask_loss, config_.data.reset_position_ids,
                      config_.data.reset_attention_mask};
   consumed_samples_ = resume_.consumed_samples;
@@ -170,6 +174,7 @@ StepLoss Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped
   // the loss scale.
   loss_scale_ = distributed_optimizer_ ? distributed_optimizer_->loss_scale() : 1.0;
   args.grad_scale = denominator > 0 ? loss_scale_ * static_cast<double>(dp) / denominator : 0.0;
+  arena_.consolidate();  // one block again if the last step spilled past the estimate (Arena::consolidate)
   parallel::ForwardBackwardResult losses = parallel::forward_backward(args, arena_);
   // Sequence parallelism: LayerNorm / row-parallel bias / position grads are partial over TP.
   parallel::all_reduce_sequence_parallel_grads(model_->parameters(), tp_);

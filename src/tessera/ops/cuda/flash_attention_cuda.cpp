@@ -1,10 +1,12 @@
 // CUDA host side of the fused attention (kernels/flash_attention.cu): CUDA-specific checks (dtype,
-// alignment), launch on CudaContext's stream, backward scratch from ScratchSlot::flash_attention_backward.
+// alignment), launch on CudaContext's stream, backward scratch from ScratchSlot::flash_attention_backward,
+// the attention dropout's Philox key, stream and index space.
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/flash_attention.h"
 #include "tessera/ops/cuda/cuda_context.h"
+#include "tessera/ops/cuda/dropout_args.h"
 #include "tessera/ops/flash_attention.h"
 #include "tessera/ops/op_checks.h"
 
@@ -15,6 +17,7 @@ namespace {
 // The dispatcher (ops/flash_attention.cpp) has checked shapes and dtypes; this checks what the kernels
 // additionally assume and returns their arguments.
 kernels::FlashAttentionArgs kernel_args(const char* op, const Tensor& qkv, const AttentionParams& params,
+                                        const RandomStream* dropout_stream,
                                         std::initializer_list<std::pair<const Tensor*, const char*>> aligned) {
   TESSERA_CHECK(kernels::flash_attention_kernel_exists(qkv.dtype(), params.head_dim), op,
                 ": no fused kernel for qkv ", qkv.describe(), " with head_dim ", params.head_dim,
@@ -38,6 +41,14 @@ kernels::FlashAttentionArgs kernel_args(const char* op, const Tensor& qkv, const
   }
   // The dispatcher checked document_ids (i32 [b, s] on qkv's device).
   if (params.document_ids.defined()) a.document_ids = static_cast<const int32_t*>(params.document_ids.data());
+  if (params.dropout > 0.0) {  // the dispatcher checked that the stream is there
+    a.dropout = dropout_args(*dropout_stream, params.dropout, 0);
+    a.dropout_heads = params.dropout_heads > 0 ? params.dropout_heads : params.num_heads;
+    a.dropout_first_head = params.dropout_first_head;
+    TESSERA_CHECK(a.dropout_first_head + params.num_heads <= a.dropout_heads, op, ": heads [",
+                  a.dropout_first_head, ", ", a.dropout_first_head + params.num_heads, ") outside the ",
+                  a.dropout_heads, " heads of the dropout index");
+  }
   return a;
 }
 
@@ -48,18 +59,19 @@ const uint8_t* mask_pointer(const Tensor& key_padding_mask) {
 }  // namespace
 
 void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
-                             const Tensor& out, const Tensor& lse) {
+                             const Tensor& out, const Tensor& lse, const RandomStream* dropout_stream) {
   const char* op = "flash_attention_forward";
-  const kernels::FlashAttentionArgs a = kernel_args(op, qkv, params, {{&qkv, "qkv"}, {&out, "out"}});
+  const kernels::FlashAttentionArgs a = kernel_args(op, qkv, params, dropout_stream, {{&qkv, "qkv"}, {&out, "out"}});
   kernels::flash_attention_forward(qkv.dtype(), qkv.data(), mask_pointer(key_padding_mask), a, out.data(),
                                    static_cast<float*>(lse.data()), CudaContext::get().stream());
 }
 
 void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
-                              const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv) {
+                              const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv,
+                              const RandomStream* dropout_stream) {
   const char* op = "flash_attention_backward";
-  kernels::FlashAttentionArgs a =
-      kernel_args(op, qkv, params, {{&qkv, "qkv"}, {&dout, "dout"}, {&out, "out"}, {&dqkv, "dqkv"}});
+  kernels::FlashAttentionArgs a = kernel_args(op, qkv, params, dropout_stream,
+                                              {{&qkv, "qkv"}, {&dout, "dout"}, {&out, "out"}, {&dqkv, "dqkv"}});
   if (a.seq == 0 || a.batch == 0) return;
   a.deterministic = deterministic_mode();
   CudaContext& context = CudaContext::get();
