@@ -28,7 +28,8 @@ enum class ScratchSlot {
   flash_attention_backward = 3,
   reduction_partials = 4,  // deterministic mode: per-block partial sums of a scalar reduction
   embedding_sort = 5,      // deterministic mode: the embedding backward's sorted token ids
-  count = 6
+  bias_grad = 6,           // linear_backward: the weight-gradient GEMM's fp32 bias-gradient epilogue output
+  count = 7
 };
 
 class CudaContext {
