@@ -200,7 +200,8 @@ void test_embedding() {
 
 void test_layernorm() {
   for (DType t : kDtypes)
-    for (auto [rows, hidden] : std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {37, 96}, {128, 768}, {20, 1600}, {9, 8192}, {300, 1024}}) {
+    for (auto [rows, hidden] : std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {37, 96}, {128, 768}, {20, 1600}, {9, 8192}, {300, 1024},
+                                                                          {2051, 768}, {700, 1600}, {513, 2048}, {4000, 40}}) {
       auto x = randn(rows * hidden, 1.5f, t, 0.3f), w = randn(hidden, 0.5f, t, 1.0f), b = randn(hidden, 0.2f, t),
            dy = randn(rows * hidden, 1.0f, t);
       if (rows > 2) x[hidden + 1] = NAN;  // row 1 becomes NaN on both sides
