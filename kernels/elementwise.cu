@@ -1,5 +1,5 @@
 // Elementwise CUDA kernels: GeLU (tanh) with optional fused bias, counter-based dropout, add, scale,
-// fill, dtype conversion, sum of squares (grad norm), bias-gradient column sums and AdamW.
+// fill, dtype conversion, sum of squares (grad norm) and AdamW (bias-gradient column sums: column_sums.cu).
 #include <algorithm>
 
 #include "kernels/common.cuh"
@@ -108,23 +108,6 @@ __global__ void sum_of_squares_kernel(const T* x, int64_t n, double* total, doub
   if (threadIdx.x == 0) {
     if (partials) partials[blockIdx.x] = static_cast<double>(acc);  // deterministic mode
     else atomicAdd(total, static_cast<double>(acc));
-  }
-}
-
-// One block of 32 x 32 threads per 32 columns; threadIdx.y strides over the rows.
-template <typename T, typename G>
-__global__ void column_sum_kernel(const T* dout, int64_t rows, int64_t cols, G* dbias) {
-  __shared__ float partial[32][33];
-  const int64_t c = blockIdx.x * 32 + threadIdx.x;
-  float acc = 0.0f;
-  if (c < cols)
-    for (int64_t r = threadIdx.y; r < rows; r += 32) acc += load_f(dout + r * cols + c);
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    float sum = 0.0f;
-    for (int k = 0; k < 32; ++k) sum += partial[k][threadIdx.x];
-    store_f(dbias + c, load_f(dbias + c) + sum);
   }
 }
 
@@ -239,16 +222,6 @@ void sum_of_squares(DType t, const void* x, int64_t n, double* total, cudaStream
       static_cast<const T*>(x), n, total, partials));
   TESSERA_KERNEL_LAUNCH_CHECK();
   if (partials) add_partials_in_order(partials, blocks, total, s);
-}
-
-void column_sum_accumulate(DType t, const void* dout, int64_t rows, int64_t cols, DType g, void* dbias,
-                           cudaStream_t s) {
-  if (cols == 0) return;
-  const dim3 block(32, 32);
-  const unsigned blocks = static_cast<unsigned>((cols + 31) / 32);
-  TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(g, G,
-      column_sum_kernel<T, G><<<blocks, block, 0, s>>>(static_cast<const T*>(dout), rows, cols, static_cast<G*>(dbias))));
-  TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
 void adamw(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, float lr, float beta1,

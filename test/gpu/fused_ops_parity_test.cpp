@@ -241,7 +241,8 @@ void test_rope() {
 
 // ---------------------------------------------------------------------------------------------
 void test_bias_dropout_add() {
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {7, 33}, {128, 768}, {3, 4099}, {512, 1024}};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {7, 33}, {128, 768}, {3, 4099}, {512, 1024},
+                                                           {2000, 770}, {4100, 96}};
   for (DType t : kDtypes)
     for (double p : {0.0, 0.1, 0.5})
       for (auto [rows, cols] : shapes)

@@ -103,7 +103,8 @@ void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight,
     if (!dbias_done) gemm(g, 1.0f, dout.data(), in.data(), 1.0f, dweight.data());
   }
   if (has_db && !dbias_done)
-    kernels::column_sum_accumulate(in.dtype(), dout.data(), rows, out_f, dbias.dtype(), dbias.data(), stream());
+    kernels::column_sum_accumulate(in.dtype(), dout.data(), rows, out_f, dbias.dtype(), dbias.data(), stream(),
+                                   column_sum_scratch(rows, out_f));
 }
 
 void matmul_nt(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
