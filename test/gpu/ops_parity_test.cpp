@@ -87,7 +87,7 @@ const DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
 // ---------------------------------------------------------------------------------------------
 void test_gelu() {
   for (DType t : kDtypes)
-    for (Shape shape : {Shape{7}, Shape{33, 65}, Shape{4, 1000}}) {
+    for (Shape shape : {Shape{7}, Shape{33, 65}, Shape{4, 1000}, Shape{64, 3072}}) {
       const int64_t n = shape_numel(shape);
       auto x = randn(n, 2.0f, t), dy = randn(n, 1.0f, t);
       x[0] = NAN;
