@@ -176,9 +176,21 @@ bool gemm_with_bias_grad(const GemmDesc& d, float alpha, const void* a, const vo
   if (d.m == 0 || d.n == 0 || d.k == 0 || d.batch != 1 || !d.trans_a) return false;
   const Plan* plan = find_plan(d, a, b, c, kBiasGradB, bias_grad, true);
   if (!plan) return false;
+  // A plan the heuristic offered but the launch refuses (checked before any work is queued) is
+  // remembered as unsupported too, and this call falls back.
+  static std::map<const Plan*, bool> refused;
+  if (refused.count(plan)) return false;
   TESSERA_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_grad, sizeof(bias_grad)));
-  run_plan(*plan, alpha, a, b, beta, c);
+  CudaContext& context = CudaContext::get();
+  const cublasStatus_t rc = cublasLtMatmul(context.lt(), plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
+                                           plan->c, &plan->algo, context.workspace(), context.workspace_bytes(),
+                                           context.stream());
+  if (rc == CUBLAS_STATUS_NOT_SUPPORTED || rc == CUBLAS_STATUS_INVALID_VALUE) {
+    refused[plan] = true;
+    return false;
+  }
+  TESSERA_CUBLAS_CHECK(rc);
   return true;
 }
 
