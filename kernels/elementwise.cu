@@ -1,10 +1,11 @@
 // Elementwise CUDA kernels: GeLU (tanh) with optional fused bias, counter-based dropout, add, scale,
-// fill, dtype conversion, sum of squares (grad norm), bias-gradient column sums and AdamW.
+// fill, dtype conversion (GeLU and add on 16-byte packs where aligned: vec16.cuh), sum of squares (grad norm) and AdamW (bias-gradient column sums: column_sums.cu).
 #include <algorithm>
 
 #include "kernels/common.cuh"
 #include "kernels/det_partials.cuh"
 #include "kernels/kernels.h"
+#include "kernels/vec16.cuh"
 
 namespace tessera::kernels {
 
@@ -21,23 +22,60 @@ unsigned grid_for(int64_t n) {
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 
+__device__ __forceinline__ float gelu_value(float x) {
+  const float t = tanhf(kGeluK * (x + 0.044715f * x * x * x));
+  return 0.5f * x * (1.0f + t);
+}
+
+__device__ __forceinline__ float gelu_grad(float x, float dy) {
+  const float t = tanhf(kGeluK * (x + 0.044715f * x * x * x));
+  const float dt = kGeluK * (1.0f + 3.0f * 0.044715f * x * x) * (1.0f - t * t);
+  return dy * (0.5f * (1.0f + t) + 0.5f * x * dt);
+}
+
 template <typename T>
 __global__ void gelu_forward_kernel(const T* in, const T* bias, int64_t n, int64_t cols, T* out) {
   GRID_STRIDE(i, n) {
     float x = load_f(in + i);
     if (bias) x += load_f(bias + i % cols);
-    const float t = tanhf(kGeluK * (x + 0.044715f * x * x * x));
-    store_f(out + i, 0.5f * x * (1.0f + t));
+    store_f(out + i, gelu_value(x));
+  }
+}
+
+// The same on 16-byte packs (cols a multiple of the pack: a pack never straddles a row).
+template <typename T>
+__global__ void gelu_forward_vec_kernel(const T* in, const T* bias, int64_t packs, int64_t col_packs, T* out) {
+  constexpr int kN = kVec16<T>;
+  GRID_STRIDE(p, packs) {
+    float x[kN];
+    load_pack(in, p, x);
+    if (bias) {
+      float b[kN];
+      load_pack(bias, p % col_packs, b);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) x[k] += b[k];
+    }
+#pragma unroll
+    for (int k = 0; k < kN; ++k) x[k] = gelu_value(x[k]);
+    store_pack(out, p, x);
   }
 }
 
 template <typename T>
 __global__ void gelu_backward_kernel(const T* dout, const T* in, int64_t n, T* din) {
-  GRID_STRIDE(i, n) {
-    const float x = load_f(in + i);
-    const float t = tanhf(kGeluK * (x + 0.044715f * x * x * x));
-    const float dt = kGeluK * (1.0f + 3.0f * 0.044715f * x * x) * (1.0f - t * t);
-    store_f(din + i, load_f(dout + i) * (0.5f * (1.0f + t) + 0.5f * x * dt));
+  GRID_STRIDE(i, n) store_f(din + i, gelu_grad(load_f(in + i), load_f(dout + i)));
+}
+
+template <typename T>
+__global__ void gelu_backward_vec_kernel(const T* dout, const T* in, int64_t packs, T* din) {
+  constexpr int kN = kVec16<T>;
+  GRID_STRIDE(p, packs) {
+    float x[kN], dy[kN];
+    load_pack(in, p, x);
+    load_pack(dout, p, dy);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) x[k] = gelu_grad(x[k], dy[k]);
+    store_pack(din, p, x);
   }
 }
 
@@ -78,6 +116,19 @@ __global__ void add_kernel(const T* a, const T* b, int64_t n, T* out) {
 }
 
 template <typename T>
+__global__ void add_vec_kernel(const T* a, const T* b, int64_t packs, T* out) {
+  constexpr int kN = kVec16<T>;
+  GRID_STRIDE(p, packs) {
+    float x[kN], y[kN];
+    load_pack(a, p, x);
+    load_pack(b, p, y);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) x[k] += y[k];
+    store_pack(out, p, x);
+  }
+}
+
+template <typename T>
 __global__ void scale_kernel(T* dst, int64_t n, float factor) {
   GRID_STRIDE(i, n) store_f(dst + i, load_f(dst + i) * factor);
 }
@@ -111,23 +162,6 @@ __global__ void sum_of_squares_kernel(const T* x, int64_t n, double* total, doub
   }
 }
 
-// One block of 32 x 32 threads per 32 columns; threadIdx.y strides over the rows.
-template <typename T, typename G>
-__global__ void column_sum_kernel(const T* dout, int64_t rows, int64_t cols, G* dbias) {
-  __shared__ float partial[32][33];
-  const int64_t c = blockIdx.x * 32 + threadIdx.x;
-  float acc = 0.0f;
-  if (c < cols)
-    for (int64_t r = threadIdx.y; r < rows; r += 32) acc += load_f(dout + r * cols + c);
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    float sum = 0.0f;
-    for (int k = 0; k < 32; ++k) sum += partial[k][threadIdx.x];
-    store_f(dbias + c, load_f(dbias + c) + sum);
-  }
-}
-
 __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, int64_t n, float lr, float beta1,
                              float beta2, float eps, float weight_decay, float bc1, float bc2) {
   GRID_STRIDE(i, n) {
@@ -146,15 +180,28 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
 
 void gelu_forward(DType t, const void* in, const void* bias, int64_t n, int64_t cols, void* out, cudaStream_t s) {
   if (n == 0) return;
-  TESSERA_DEVICE_FLOAT_SWITCH(t, T, gelu_forward_kernel<T><<<grid_for(n), kThreads, 0, s>>>(
-      static_cast<const T*>(in), static_cast<const T*>(bias), n, cols, static_cast<T*>(out)));
+  TESSERA_DEVICE_FLOAT_SWITCH(t, T, {
+    if (vec16_fits<T>(n, bias ? cols : 0, {in, bias, out}))
+      gelu_forward_vec_kernel<T><<<grid_for(n / kVec16<T>), kThreads, 0, s>>>(
+          static_cast<const T*>(in), static_cast<const T*>(bias), n / kVec16<T>, bias ? cols / kVec16<T> : 1,
+          static_cast<T*>(out));
+    else
+      gelu_forward_kernel<T><<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(in), static_cast<const T*>(bias), n,
+                                                              cols, static_cast<T*>(out));
+  });
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
 void gelu_backward(DType t, const void* dout, const void* in, int64_t n, void* din, cudaStream_t s) {
   if (n == 0) return;
-  TESSERA_DEVICE_FLOAT_SWITCH(t, T, gelu_backward_kernel<T><<<grid_for(n), kThreads, 0, s>>>(
-      static_cast<const T*>(dout), static_cast<const T*>(in), n, static_cast<T*>(din)));
+  TESSERA_DEVICE_FLOAT_SWITCH(t, T, {
+    if (vec16_fits<T>(n, 0, {dout, in, din}))
+      gelu_backward_vec_kernel<T><<<grid_for(n / kVec16<T>), kThreads, 0, s>>>(
+          static_cast<const T*>(dout), static_cast<const T*>(in), n / kVec16<T>, static_cast<T*>(din));
+    else
+      gelu_backward_kernel<T><<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(dout), static_cast<const T*>(in),
+                                                               n, static_cast<T*>(din));
+  });
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -198,8 +245,14 @@ void dropout_apply(DType t, const void* in, int64_t n, const DropoutArgs& d, voi
 
 void add(DType t, const void* a, const void* b, int64_t n, void* out, cudaStream_t s) {
   if (n == 0) return;
-  TESSERA_DEVICE_FLOAT_SWITCH(t, T, add_kernel<T><<<grid_for(n), kThreads, 0, s>>>(
-      static_cast<const T*>(a), static_cast<const T*>(b), n, static_cast<T*>(out)));
+  TESSERA_DEVICE_FLOAT_SWITCH(t, T, {
+    if (vec16_fits<T>(n, 0, {a, b, out}))
+      add_vec_kernel<T><<<grid_for(n / kVec16<T>), kThreads, 0, s>>>(static_cast<const T*>(a), static_cast<const T*>(b),
+                                                                     n / kVec16<T>, static_cast<T*>(out));
+    else
+      add_kernel<T><<<grid_for(n), kThreads, 0, s>>>(static_cast<const T*>(a), static_cast<const T*>(b), n,
+                                                     static_cast<T*>(out));
+  });
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -239,16 +292,6 @@ void sum_of_squares(DType t, const void* x, int64_t n, double* total, cudaStream
       static_cast<const T*>(x), n, total, partials));
   TESSERA_KERNEL_LAUNCH_CHECK();
   if (partials) add_partials_in_order(partials, blocks, total, s);
-}
-
-void column_sum_accumulate(DType t, const void* dout, int64_t rows, int64_t cols, DType g, void* dbias,
-                           cudaStream_t s) {
-  if (cols == 0) return;
-  const dim3 block(32, 32);
-  const unsigned blocks = static_cast<unsigned>((cols + 31) / 32);
-  TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(g, G,
-      column_sum_kernel<T, G><<<blocks, block, 0, s>>>(static_cast<const T*>(dout), rows, cols, static_cast<G*>(dbias))));
-  TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
 void adamw(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, float lr, float beta1,

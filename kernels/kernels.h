@@ -37,8 +37,12 @@ void convert(DType src_t, const void* src, DType dst_t, void* dst, int64_t n, cu
 constexpr int64_t kReductionPartials = 1024;
 // *total (device double) += sum x^2 (fp32 per block, double across blocks).
 void sum_of_squares(DType t, const void* x, int64_t n, double* total, cudaStream_t s, double* partials = nullptr);
-// dbias[c] += sum_r dout[r, c]; dbias of dtype g (f32 main grad or t).
-void column_sum_accumulate(DType t, const void* dout, int64_t rows, int64_t cols, DType g, void* dbias, cudaStream_t s);
+// --- column_sums.cu: dbias[c] += sum_r dout[r, c]; dbias of dtype g (f32 main grad or t). scratch:
+// column_sum_scratch_floats(rows, cols) floats of device memory (null, or that count 0: one pass over
+// the columns only). Fixed summation order either way (bitwise reproducible).
+int64_t column_sum_scratch_floats(int64_t rows, int64_t cols);
+void column_sum_accumulate(DType t, const void* dout, int64_t rows, int64_t cols, DType g, void* dbias, cudaStream_t s,
+                           float* scratch = nullptr);
 // AdamW on f32 param/grad/moments; bias corrections precomputed by the caller.
 void adamw(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n, float lr, float beta1,
            float beta2, float eps, float weight_decay, float bias_correction1, float bias_correction2, cudaStream_t s);

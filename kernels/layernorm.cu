@@ -2,8 +2,10 @@
 // weight/bias gradients per block in shared memory, then across blocks in an fp32 scratch, then adds
 // them into dweight/dbias (f32 main grad or the activation dtype). Deterministic mode: no atomics;
 // a column kernel writes per-chunk partial sums (rows of a chunk in a fixed order) to the scratch
-// and the final kernel adds the chunks in chunk order (det_column_sums.cuh).
+// and the final kernel adds the chunks in chunk order (det_column_sums.cuh). Training shapes (many
+// rows, 16-byte-aligned rows of up to 256 vectors) take the register path below instead, in both modes.
 #include <algorithm>
+#include <initializer_list>
 
 #include "kernels/common.cuh"
 #include "kernels/det_column_sums.cuh"
@@ -237,6 +239,197 @@ __global__ void add_column_sums_kernel(const float* scratch, int64_t hidden, int
   }
 }
 
+// ---- Training shapes (more than kFewRows rows, hidden a multiple of one 16-byte vector, up to 32 x 8
+// vectors: 2048 bf16 / 1024 f32): one warp per row holding the row in
+// registers as 16-byte vectors (lane l owns vectors l, l + 32, ...), so x and dy are read from HBM
+// once. The backward's weight/bias gradients: each warp adds its rows into its own shared-memory
+// slice (a lane only touches its own columns: no atomics; element k of vector v sits at
+// k x vectors + v, so a warp's 32 lanes hit 32 banks), the block sums its warps in warp order
+// into partial[block], and layernorm_partials_reduce_kernel sums the blocks in block order. The block
+// count depends on the row count only, so the result is bitwise the same on every run (deterministic
+// mode uses this path too).
+constexpr int kVecWarps = 4;           // warps (rows in flight) per block
+constexpr int64_t kVecMaxBlocks = 512; // partial sums per column
+
+template <typename T>
+struct Vec16 {
+  static constexpr int kN = 16 / sizeof(T);
+};
+
+int64_t vec_blocks(int64_t rows) {
+  return std::max<int64_t>(1, std::min<int64_t>(kVecMaxBlocks, (rows + kVecWarps - 1) / kVecWarps));
+}
+
+template <typename T, typename S, int kMaxV>
+__global__ void __launch_bounds__(32 * kVecWarps) layernorm_forward_vec_kernel(const T* in, const T* weight,
+                                                                              const T* bias, float eps, int64_t rows,
+                                                                              int64_t hidden, T* out, S* mean_out,
+                                                                              S* rstd_out) {
+  constexpr int kN = Vec16<T>::kN;
+  const int lane = threadIdx.x & 31;
+  const int64_t vectors = hidden / kN;
+  const float inv_h = 1.0f / static_cast<float>(hidden);
+  for (int64_t row = blockIdx.x * int64_t(kVecWarps) + (threadIdx.x >> 5); row < rows;
+       row += int64_t(gridDim.x) * kVecWarps) {
+    const uint4* x_row = reinterpret_cast<const uint4*>(in + row * hidden);
+    uint4 raw[kMaxV];
+#pragma unroll
+    for (int u = 0; u < kMaxV; ++u)
+      if (lane + 32 * u < vectors) raw[u] = x_row[lane + 32 * u];
+    float sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kMaxV; ++u)
+      if (lane + 32 * u < vectors) {
+        float v[kN];
+        unpack16<T>(raw[u], v);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) sum += v[k];
+      }
+    const float mean = warp_sum(sum) * inv_h;
+    float sq = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kMaxV; ++u)
+      if (lane + 32 * u < vectors) {
+        float v[kN];
+        unpack16<T>(raw[u], v);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) sq += (v[k] - mean) * (v[k] - mean);
+      }
+    const float rstd = rsqrtf(warp_sum(sq) * inv_h + eps);
+    uint4* y_row = reinterpret_cast<uint4*>(out + row * hidden);
+#pragma unroll
+    for (int u = 0; u < kMaxV; ++u) {
+      const int64_t vi = lane + 32 * u;
+      if (vi < vectors) {
+        float v[kN], w[kN], b[kN];
+        unpack16<T>(raw[u], v);
+        unpack16<T>(__ldg(reinterpret_cast<const uint4*>(weight) + vi), w);
+        unpack16<T>(__ldg(reinterpret_cast<const uint4*>(bias) + vi), b);
+        uint4 y_raw;
+        T* y = reinterpret_cast<T*>(&y_raw);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) store_f(y + k, (v[k] - mean) * rstd * w[k] + b[k]);
+        y_row[vi] = y_raw;
+      }
+    }
+    if (lane == 0) {
+      store_f(mean_out + row, mean);
+      store_f(rstd_out + row, rstd);
+    }
+  }
+}
+
+// Shared memory: kVecWarps x 2 hidden floats (each warp's dweight then dbias sums). partial: [gridDim.x][2 hidden].
+template <typename T, typename S, int kMaxV>
+__global__ void __launch_bounds__(32 * kVecWarps) layernorm_backward_vec_kernel(const T* dout, const T* in,
+                                                                               const T* weight, const S* mean_in,
+                                                                               const S* rstd_in, int64_t rows,
+                                                                               int64_t hidden, T* din, float* partial) {
+  constexpr int kN = Vec16<T>::kN;
+  extern __shared__ float warp_sums[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t j = threadIdx.x; j < kVecWarps * 2 * hidden; j += blockDim.x) warp_sums[j] = 0.0f;
+  __syncthreads();
+  float* my_w = warp_sums + warp * 2 * hidden;
+  float* my_b = my_w + hidden;
+  const int64_t vectors = hidden / kN;
+  const float inv_h = 1.0f / static_cast<float>(hidden);
+  for (int64_t row = blockIdx.x * int64_t(kVecWarps) + warp; row < rows; row += int64_t(gridDim.x) * kVecWarps) {
+    const uint4* x_row = reinterpret_cast<const uint4*>(in + row * hidden);
+    const uint4* dy_row = reinterpret_cast<const uint4*>(dout + row * hidden);
+    uint4 x_raw[kMaxV], dy_raw[kMaxV];
+#pragma unroll
+    for (int u = 0; u < kMaxV; ++u)
+      if (lane + 32 * u < vectors) {
+        x_raw[u] = x_row[lane + 32 * u];
+        dy_raw[u] = dy_row[lane + 32 * u];
+      }
+    const float mean = load_f(mean_in + row), rstd = load_f(rstd_in + row);
+    float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kMaxV; ++u) {
+      const int64_t vi = lane + 32 * u;
+      if (vi < vectors) {
+        float x[kN], dy[kN], w[kN];
+        unpack16<T>(x_raw[u], x);
+        unpack16<T>(dy_raw[u], dy);
+        unpack16<T>(__ldg(reinterpret_cast<const uint4*>(weight) + vi), w);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) {
+          const float g = dy[k] * w[k];
+          sum_g += g;
+          sum_gx += g * (x[k] - mean) * rstd;
+        }
+      }
+    }
+    sum_g = warp_sum(sum_g) * inv_h;
+    sum_gx = warp_sum(sum_gx) * inv_h;
+    uint4* dx_row = reinterpret_cast<uint4*>(din + row * hidden);  // may alias dout: this lane read its vectors
+#pragma unroll
+    for (int u = 0; u < kMaxV; ++u) {
+      const int64_t vi = lane + 32 * u;
+      if (vi < vectors) {
+        float x[kN], dy[kN], w[kN];
+        unpack16<T>(x_raw[u], x);
+        unpack16<T>(dy_raw[u], dy);
+        unpack16<T>(__ldg(reinterpret_cast<const uint4*>(weight) + vi), w);
+        uint4 dx_raw;
+        T* dx = reinterpret_cast<T*>(&dx_raw);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) {
+          const float xhat = (x[k] - mean) * rstd;
+          store_f(dx + k, rstd * (dy[k] * w[k] - sum_g - xhat * sum_gx));
+          my_w[k * vectors + vi] += dy[k] * xhat;
+          my_b[k * vectors + vi] += dy[k];
+        }
+        dx_row[vi] = dx_raw;
+      }
+    }
+  }
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j < 2 * hidden; j += blockDim.x) {
+    const int64_t half = j < hidden ? 0 : hidden, c = j - half;  // column c of dweight or dbias
+    const int64_t slot = half + (c % kN) * vectors + c / kN;
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kVecWarps; ++w) total += warp_sums[w * 2 * hidden + slot];
+    partial[blockIdx.x * 2 * hidden + j] = total;
+  }
+}
+
+// dweight[j] += sum over blocks (fixed order) of partial[block][j]; dbias from column hidden + j. A
+// block of 32 columns x 32 threads: thread y sums blocks y, y + 32, ... in order, then the 32 in order.
+template <typename G>
+__global__ void layernorm_partials_reduce_kernel(const float* partial, int64_t hidden, int64_t blocks, G* dweight,
+                                                 G* dbias) {
+  __shared__ float part[32][33];
+  const int64_t j = blockIdx.x * int64_t(32) + threadIdx.x;  // column of the [2 hidden] partial rows
+  float acc = 0.0f;
+  if (j < 2 * hidden)
+    for (int64_t b = threadIdx.y; b < blocks; b += 32) acc += partial[b * 2 * hidden + j];
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < 2 * hidden) {
+    float total = 0.0f;
+    for (int k = 0; k < 32; ++k) total += part[k][threadIdx.x];
+    G* dst = j < hidden ? dweight + j : dbias + (j - hidden);
+    store_f(dst, load_f(dst) + total);
+  }
+}
+
+// The vectors per lane the register path needs (0: it does not apply).
+template <typename T>
+int vec_path_width(int64_t rows, int64_t hidden, std::initializer_list<const void*> pointers) {
+  constexpr int64_t kN = 16 / sizeof(T);
+  if (rows <= kFewRows || hidden % kN != 0) return 0;
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
+  const int64_t per_lane = (hidden / kN + 31) / 32;
+  return per_lane <= 4 ? 4 : per_lane <= 8 ? 8 : 0;
+}
+
+size_t vec_backward_shared_bytes(int64_t hidden) { return sizeof(float) * kVecWarps * 2 * hidden; }
+
 unsigned row_blocks(int64_t rows, int64_t per_sm) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 132 * per_sm)));
 }
@@ -257,6 +450,22 @@ void layernorm_forward(DType t, const void* in, const void* weight, const void* 
     TESSERA_KERNEL_LAUNCH_CHECK();
     return;
   }
+  bool done = false;
+  TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S, {
+    const int width = vec_path_width<T>(rows, hidden, {in, weight, bias, out});
+    if (width) {
+      const auto kernel = width == 4 ? layernorm_forward_vec_kernel<T, S, 4> : layernorm_forward_vec_kernel<T, S, 8>;
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((rows + kVecWarps - 1) / kVecWarps, 132 * 16));
+      kernel<<<blocks, 32 * kVecWarps, 0, s>>>(static_cast<const T*>(in), static_cast<const T*>(weight),
+                                               static_cast<const T*>(bias), static_cast<float>(eps), rows, hidden,
+                                               static_cast<T*>(out), static_cast<S*>(mean), static_cast<S*>(rstd));
+      done = true;
+    }
+  }));
+  if (done) {
+    TESSERA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
   TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S,
       layernorm_forward_kernel<T, S><<<row_blocks(rows, 16), 32 * kRowsPerBlock, 0, s>>>(
           static_cast<const T*>(in), static_cast<const T*>(weight), static_cast<const T*>(bias),
@@ -265,13 +474,38 @@ void layernorm_forward(DType t, const void* in, const void* weight, const void* 
 }
 
 int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool deterministic) {
-  return (deterministic ? det_column_chunks(rows) : 1) * 2 * hidden;
+  // Enough for the register path's per-block partials too (which path runs depends on dtype/alignment).
+  return std::max<int64_t>(deterministic ? det_column_chunks(rows) : 1, vec_blocks(rows)) * 2 * hidden;
 }
 
 void layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
                         const void* rstd, int64_t rows, int64_t hidden, void* din, DType g, void* dweight, void* dbias,
                         float* scratch, cudaStream_t s, bool deterministic) {
   if (hidden == 0) return;
+  bool done = false;
+  TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S, {
+    const int width = vec_path_width<T>(rows, hidden, {dout, in, weight, din});
+    const size_t shared = vec_backward_shared_bytes(hidden);
+    if (width && shared <= 200 * 1024) {
+      const auto kernel = width == 4 ? layernorm_backward_vec_kernel<T, S, 4> : layernorm_backward_vec_kernel<T, S, 8>;
+      if (shared > 48 * 1024)
+        TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                static_cast<int>(shared)));
+      const int64_t blocks = vec_blocks(rows);
+      kernel<<<static_cast<unsigned>(blocks), 32 * kVecWarps, shared, s>>>(
+          static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
+          static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch);
+      TESSERA_KERNEL_LAUNCH_CHECK();
+      TESSERA_DEVICE_FLOAT_SWITCH(g, G,
+          layernorm_partials_reduce_kernel<G><<<static_cast<unsigned>((2 * hidden + 31) / 32), dim3(32, 32), 0, s>>>(
+              scratch, hidden, blocks, static_cast<G*>(dweight), static_cast<G*>(dbias)));
+      done = true;
+    }
+  }));
+  if (done) {
+    TESSERA_KERNEL_LAUNCH_CHECK();
+    return;
+  }
   if (deterministic) {
     // The column sums read dout before din (which may alias it) is written.
     const int64_t chunks = det_column_chunks(rows), chunk_rows = det_chunk_rows(rows);

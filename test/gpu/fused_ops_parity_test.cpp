@@ -241,7 +241,8 @@ void test_rope() {
 
 // ---------------------------------------------------------------------------------------------
 void test_bias_dropout_add() {
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {7, 33}, {128, 768}, {3, 4099}, {512, 1024}};
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {7, 33}, {128, 768}, {3, 4099}, {512, 1024},
+                                                           {2000, 770}, {4100, 96}};
   for (DType t : kDtypes)
     for (double p : {0.0, 0.1, 0.5})
       for (auto [rows, cols] : shapes)
@@ -286,7 +287,9 @@ void test_bias_dropout_add() {
             int64_t mask_mismatch = 0;
             for (int64_t i = 0; i < n; ++i) {
               const bool ref_dropped = ref_mask[i] == 0.0f;
-              mask_mismatch += (got_gx[i] == 0.0f) != ref_dropped;  // dy is far from 0
+              // dy is far from 0, but over the [2000, 770] shape one bf16 draw is exactly 0 (its dx is 0
+              // kept or dropped): such elements say nothing about the mask, like a zero x + bias below.
+              if (dy[i] != 0.0f) mask_mismatch += (got_gx[i] == 0.0f) != ref_dropped;
               if (std::isfinite(xb[i]) && xb[i] != 0.0f) mask_mismatch += (got_mask[i] == 0.0f) != ref_dropped;
             }
             const std::string key = "bias_dropout_add_mask " + std::string(dtype_name(t));

@@ -87,7 +87,7 @@ const DType kDtypes[] = {DType::f32, DType::bf16, DType::f16};
 // ---------------------------------------------------------------------------------------------
 void test_gelu() {
   for (DType t : kDtypes)
-    for (Shape shape : {Shape{7}, Shape{33, 65}, Shape{4, 1000}}) {
+    for (Shape shape : {Shape{7}, Shape{33, 65}, Shape{4, 1000}, Shape{64, 3072}}) {
       const int64_t n = shape_numel(shape);
       auto x = randn(n, 2.0f, t), dy = randn(n, 1.0f, t);
       x[0] = NAN;
@@ -200,7 +200,8 @@ void test_embedding() {
 
 void test_layernorm() {
   for (DType t : kDtypes)
-    for (auto [rows, hidden] : std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {37, 96}, {128, 768}, {20, 1600}, {9, 8192}, {300, 1024}}) {
+    for (auto [rows, hidden] : std::vector<std::pair<int64_t, int64_t>>{{1, 8}, {37, 96}, {128, 768}, {20, 1600}, {9, 8192}, {300, 1024},
+                                                                          {2051, 768}, {700, 1600}, {513, 2048}, {4000, 40}}) {
       auto x = randn(rows * hidden, 1.5f, t, 0.3f), w = randn(hidden, 0.5f, t, 1.0f), b = randn(hidden, 0.2f, t),
            dy = randn(rows * hidden, 1.0f, t);
       if (rows > 2) x[hidden + 1] = NAN;  // row 1 becomes NaN on both sides
@@ -230,7 +231,8 @@ void test_layernorm() {
 void test_linear() {
   for (DType t : kDtypes)
     for (auto [rows, in_f, out_f] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{5, 7, 3}, {64, 96, 80}, {256, 128, 384}, {512, 768, 2304},
-                                                                                       {1, 1600, 4800}, {3, 6400, 1600}, {8, 72, 40}, {2, 1032, 17}}) {
+                                                                                       {1, 1600, 4800}, {3, 6400, 1600}, {8, 72, 40}, {2, 1032, 17},
+                                                                                       {4096, 256, 768}}) {
       auto x = randn(rows * in_f, 1.0f, t), w = randn(out_f * in_f, 0.1f, t), b = randn(out_f, 0.5f, t),
            dy = randn(rows * out_f, 1.0f, t);
       std::unique_ptr<DeviceTensor> dx(upload(x, t, {rows, in_f})), dw(upload(w, t, {out_f, in_f})), db(upload(b, t, {out_f})),
@@ -248,6 +250,16 @@ void test_linear() {
       compare("linear_backward_din", t, download(*ddin, "linear_backward din"), ref_din, 1, t);
       compare("linear_backward_dweight_f32", t, download(*dgw, "linear_backward dweight"), ref_gw, 1, DType::f32);
       compare("linear_backward_dbias_f32", t, download(*dgb, "linear_backward dbias"), ref_gb, 1, DType::f32);
+      if (t != DType::f32) {  // weight / bias gradients in the storage dtype, accumulating (beta = 1)
+        auto hw = randn(out_f * in_f, 1.0f, t), hb = randn(out_f, 1.0f, t);
+        std::unique_ptr<DeviceTensor> dhw(upload(hw, t, {out_f, in_f})), dhb(upload(hb, t, {out_f}));
+        ops::linear_backward(dy_d->tensor, dx->tensor, dw->tensor, Tensor(), dhw->tensor, dhb->tensor);
+        std::vector<float> ref_hw(hw), ref_hb(hb);
+        ops::linear_backward(cpu(dy, {rows, out_f}), cpu(x, {rows, in_f}), cpu(w, {out_f, in_f}), Tensor(),
+                             cpu(ref_hw, {out_f, in_f}), cpu(ref_hb, {out_f}));
+        compare("linear_backward_dweight_storage", t, download(*dhw, "linear_backward dweight"), ref_hw, 1, t);
+        compare("linear_backward_dbias_storage", t, download(*dhb, "linear_backward dbias"), ref_hb, 1, t);
+      }
       // matmul_nt accumulating into an output of the storage dtype
       auto c0 = randn(rows * out_f, 1.0f, t);
       std::unique_ptr<DeviceTensor> dc(upload(c0, t, {rows, out_f}));
@@ -295,7 +307,7 @@ void test_attention() {
 
 void test_cross_entropy() {
   for (DType t : kDtypes)
-    for (auto [n, vocab, pad] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 10, 0}, {64, 1000, 3}, {4, 50304, 47}}) {
+    for (auto [n, vocab, pad] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 10, 0}, {5, 64, 60}, {64, 1000, 3}, {7, 50257, 0}, {4, 50304, 47}}) {
       const int64_t valid = vocab - pad;
       auto logits = randn(n * vocab, 3.0f, t), dl = randn(n, 1.0f, DType::f32);
       std::vector<int32_t> targets(n);
@@ -314,6 +326,9 @@ void test_cross_entropy() {
                                   cpu(ref_grad, {n, vocab}));
       compare("cross_entropy_forward_loss", t, download(*dloss, "cross_entropy_forward"), ref_loss, 0.1, DType::f32);
       compare("cross_entropy_backward", t, download(*dgrad, "cross_entropy_backward"), ref_grad, 2, t);
+      // In place, as models/ call it: the gradient overwrites the logits.
+      ops::cross_entropy_backward(dlogits->tensor, dtargets.tensor, dlse->tensor, ddl->tensor, valid, dlogits->tensor);
+      compare("cross_entropy_backward_inplace", t, download(*dlogits, "cross_entropy_backward in place"), ref_grad, 2, t);
     }
 }
 

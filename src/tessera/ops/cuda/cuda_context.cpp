@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "kernels/kernels.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/runtime/compute_stream.h"
 
@@ -53,6 +54,12 @@ void* CudaContext::scratch(ScratchSlot slot, size_t bytes) {
 double* CudaContext::partials_if_deterministic(int64_t count) {
   if (!deterministic_mode()) return nullptr;
   return static_cast<double*>(scratch(ScratchSlot::reduction_partials, sizeof(double) * static_cast<size_t>(count > 0 ? count : 1)));
+}
+
+float* column_sum_scratch(int64_t rows, int64_t cols) {
+  const int64_t floats = kernels::column_sum_scratch_floats(rows, cols);
+  if (floats == 0) return nullptr;
+  return static_cast<float*>(CudaContext::get().scratch(ScratchSlot::column_sums, sizeof(float) * static_cast<size_t>(floats)));
 }
 
 }  // namespace tessera::ops::cuda

@@ -28,8 +28,13 @@ enum class ScratchSlot {
   flash_attention_backward = 3,
   reduction_partials = 4,  // deterministic mode: per-block partial sums of a scalar reduction
   embedding_sort = 5,      // deterministic mode: the embedding backward's sorted token ids
-  count = 6
+  bias_grad = 6,           // linear_backward: the weight-gradient GEMM's fp32 bias-gradient epilogue output
+  column_sums = 7,         // bias-gradient column sums: per-chunk partial sums
+  count = 8
 };
+
+// The column_sums scratch for kernels::column_sum_accumulate over [rows, cols] (null when it needs none).
+float* column_sum_scratch(int64_t rows, int64_t cols);
 
 class CudaContext {
  public:

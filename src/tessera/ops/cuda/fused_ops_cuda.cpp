@@ -107,7 +107,7 @@ void bias_dropout_add_backward(const Tensor& dout, double p, const RandomStream&
                          stream());
   if (present(dbias))
     kernels::column_sum_accumulate(dout.dtype(), dx.data(), cols ? dx.numel() / cols : 0, cols, dbias.dtype(),
-                                   dbias.data(), stream());
+                                   dbias.data(), stream(), column_sum_scratch(cols ? dx.numel() / cols : 0, cols));
 }
 
 }  // namespace tessera::ops::cuda

@@ -3,9 +3,13 @@
 // Deterministic mode (ops/deterministic_mode.h): the heuristic may pick only algorithms without a
 // split-K reduction (CUBLASLT_REDUCTION_SCHEME_NONE: every dot product in one sequence), so a GEMM's
 // result does not depend on how partial products are combined; the mode is part of the plan key.
+// Bias gradient (gemm_with_bias_grad): CUBLASLT_EPILOGUE_BGRADB, because the row-major A (dout^T of
+// the weight-gradient GEMM) is cuBLASLt's B; it reduces op(B) over k into an fp32 vector of D's
+// column count. Shapes/dtypes whose heuristic offers no such algorithm are remembered as unsupported.
 #include "tessera/ops/cuda/gemm_cuda.h"
 
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "tessera/ops/cuda/cuda_context.h"
@@ -32,7 +36,9 @@ uint32_t pointer_alignment(const void* p) {
 }
 
 using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int, int, bool, uint32_t, uint32_t, uint32_t, uint32_t, bool>;
+                           int64_t, int, int, int, uint32_t, uint32_t, uint32_t, uint32_t, bool>;
+
+enum Epilogue : int { kNoEpilogue = 0, kBias = 1, kBiasGradB = 2 };
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -53,20 +59,22 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t co
   return layout;
 }
 
-// Column-major problem: C[m, n] = op(A) op(B).
-Plan build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc,
-                int64_t batch, int64_t stride_a, int64_t stride_b, int64_t stride_c, DType ab, DType c, bool bias,
-                uint32_t align_a, uint32_t align_b, uint32_t align_c, uint32_t align_bias, bool deterministic) {
+// Column-major problem: C[m, n] = op(A) op(B). Nothing when the heuristic finds no algorithm and
+// `optional` is set (otherwise that fails).
+std::optional<Plan> build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
+                               int64_t ldc, int64_t batch, int64_t stride_a, int64_t stride_b, int64_t stride_c, DType ab,
+                               DType c, int epilogue_kind, uint32_t align_a, uint32_t align_b, uint32_t align_c,
+                               uint32_t align_bias, bool deterministic, bool optional = false) {
   CudaContext& context = CudaContext::get();
   Plan plan;
   TESSERA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  if (bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (epilogue_kind != kNoEpilogue) {
+    const cublasLtEpilogue_t epilogue = epilogue_kind == kBias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    const cudaDataType_t bias_type = cuda_type(c);
+    const cudaDataType_t bias_type = epilogue_kind == kBias ? cuda_type(c) : CUDA_R_32F;
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                         sizeof(bias_type)));
   }
@@ -98,11 +106,48 @@ Plan build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int
   const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(context.lt(), plan.op, plan.a, plan.b, plan.c, plan.c,
                                                            preference, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(preference);
+  if ((rc != CUBLAS_STATUS_SUCCESS || found == 0) && optional) {
+    cublasLtMatrixLayoutDestroy(plan.a);
+    cublasLtMatrixLayoutDestroy(plan.b);
+    cublasLtMatrixLayoutDestroy(plan.c);
+    cublasLtMatmulDescDestroy(plan.op);
+    return std::nullopt;
+  }
   if (rc != CUBLAS_STATUS_SUCCESS || found == 0)
     TESSERA_FAIL("cuBLASLt found no algorithm for a ", m, "x", n, "x", k, " GEMM (", dtype_name(ab), " -> ",
                  dtype_name(c), ", batch ", batch, ", status ", static_cast<int>(rc), ")");
   plan.algo = result.algo;
   return plan;
+}
+
+}  // namespace
+
+namespace {
+
+// The cached plan of a GEMM with this epilogue; null when `optional` and no algorithm supports it.
+const Plan* find_plan(const GemmDesc& d, const void* a, const void* b, const void* c, int epilogue_kind,
+                      const void* bias, bool optional) {
+  // Column-major C^T[n, m] = op(B)^T[n, k] op(A)^T[k, m]: B is the first operand.
+  const PlanKey key{d.trans_b, d.trans_a, d.n, d.m, d.k, d.ldb, d.lda, d.ldc, d.batch, d.stride_b, d.stride_a,
+                    d.stride_c, static_cast<int>(d.ab_dtype), static_cast<int>(d.c_dtype), epilogue_kind,
+                    pointer_alignment(b), pointer_alignment(a), pointer_alignment(c),
+                    bias ? pointer_alignment(bias) : 256u, deterministic_mode()};
+  static std::map<PlanKey, std::optional<Plan>> plans;
+  auto it = plans.find(key);
+  if (it == plans.end())
+    it = plans.emplace(key, build_plan(d.trans_b, d.trans_a, d.n, d.m, d.k, d.ldb, d.lda, d.ldc, d.batch, d.stride_b,
+                                       d.stride_a, d.stride_c, d.ab_dtype, d.c_dtype, epilogue_kind,
+                                       std::get<15>(key), std::get<16>(key), std::get<17>(key), std::get<18>(key),
+                                       std::get<19>(key), optional))
+             .first;
+  return it->second ? &*it->second : nullptr;
+}
+
+void run_plan(const Plan& plan, float alpha, const void* a, const void* b, float beta, void* c) {
+  CudaContext& context = CudaContext::get();
+  TESSERA_CUBLAS_CHECK(cublasLtMatmul(context.lt(), plan.op, &alpha, b, plan.a, a, plan.b, &beta, c, plan.c, c,
+                                      plan.c, &plan.algo, context.workspace(), context.workspace_bytes(),
+                                      context.stream()));
 }
 
 }  // namespace
@@ -120,24 +165,33 @@ void gemm(const GemmDesc& d, float alpha, const void* a, const void* b, float be
                                              context.stream()));
     return;
   }
-  // Column-major C^T[n, m] = op(B)^T[n, k] op(A)^T[k, m]: B is the first operand.
-  const PlanKey key{d.trans_b, d.trans_a, d.n, d.m, d.k, d.ldb, d.lda, d.ldc, d.batch, d.stride_b, d.stride_a,
-                    d.stride_c, static_cast<int>(d.ab_dtype), static_cast<int>(d.c_dtype), bias != nullptr,
-                    pointer_alignment(b), pointer_alignment(a), pointer_alignment(c),
-                    bias ? pointer_alignment(bias) : 256u, deterministic_mode()};
-  static std::map<PlanKey, Plan> plans;
-  auto it = plans.find(key);
-  if (it == plans.end())
-    it = plans.emplace(key, build_plan(d.trans_b, d.trans_a, d.n, d.m, d.k, d.ldb, d.lda, d.ldc, d.batch, d.stride_b,
-                                       d.stride_a, d.stride_c, d.ab_dtype, d.c_dtype, bias != nullptr,
-                                       std::get<15>(key), std::get<16>(key), std::get<17>(key), std::get<18>(key), std::get<19>(key)))
-             .first;
-  const Plan& plan = it->second;
+  const Plan& plan = *find_plan(d, a, b, c, bias ? kBias : kNoEpilogue, bias, false);
   if (bias)
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  TESSERA_CUBLAS_CHECK(cublasLtMatmul(context.lt(), plan.op, &alpha, b, plan.a, a, plan.b, &beta, c, plan.c, c,
-                                      plan.c, &plan.algo, context.workspace(), context.workspace_bytes(),
-                                      context.stream()));
+  run_plan(plan, alpha, a, b, beta, c);
+}
+
+bool gemm_with_bias_grad(const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c,
+                         float* bias_grad) {
+  if (d.m == 0 || d.n == 0 || d.k == 0 || d.batch != 1 || !d.trans_a) return false;
+  const Plan* plan = find_plan(d, a, b, c, kBiasGradB, bias_grad, true);
+  if (!plan) return false;
+  // A plan the heuristic offered but the launch refuses (checked before any work is queued) is
+  // remembered as unsupported too, and this call falls back.
+  static std::map<const Plan*, bool> refused;
+  if (refused.count(plan)) return false;
+  TESSERA_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_grad, sizeof(bias_grad)));
+  CudaContext& context = CudaContext::get();
+  const cublasStatus_t rc = cublasLtMatmul(context.lt(), plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
+                                           plan->c, &plan->algo, context.workspace(), context.workspace_bytes(),
+                                           context.stream());
+  if (rc == CUBLAS_STATUS_NOT_SUPPORTED || rc == CUBLAS_STATUS_INVALID_VALUE) {
+    refused[plan] = true;
+    return false;
+  }
+  TESSERA_CUBLAS_CHECK(rc);
+  return true;
 }
 
 }  // namespace tessera::ops::cuda

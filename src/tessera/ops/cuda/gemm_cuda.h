@@ -21,4 +21,12 @@ struct GemmDesc {
 void gemm(const GemmDesc& desc, float alpha, const void* a, const void* b, float beta, void* c,
           const void* bias = nullptr);
 
+// The same GEMM (trans_a, batch 1: the weight-gradient shape C = A^T B) with bias_grad[n] (fp32,
+// device) OVERWRITTEN by the column sums of op(A)^T's rows, i.e. bias_grad[j] = sum_k A[k, j], in the
+// GEMM's epilogue (cuBLASLt BGRADB). Returns false without doing anything when cuBLASLt has no
+// algorithm for that epilogue on this shape / dtypes / alignment (the caller then runs the plain GEMM
+// and a column-sum kernel).
+bool gemm_with_bias_grad(const GemmDesc& desc, float alpha, const void* a, const void* b, float beta, void* c,
+                         float* bias_grad);
+
 }  // namespace tessera::ops::cuda

@@ -76,6 +76,11 @@ void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight,
     g.ab_dtype = g.c_dtype = in.dtype();
     gemm(g, 1.0f, dout.data(), weight.data(), 0.0f, din.data());
   }
+  if (has_db) {
+    require_like_or_f32(op, in, "in", dbias, "dbias");
+    TESSERA_CHECK(dbias.shape() == Shape{out_f}, op, ": dbias must be [", out_f, "] or undefined, got ", dbias.describe());
+  }
+  bool dbias_done = false;
   if (has_dw) {
     detail::require_same_shape(op, weight, "weight", dweight, "dweight");
     require_like_or_f32(op, in, "in", dweight, "dweight");
@@ -84,13 +89,22 @@ void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight,
     g.m = out_f, g.n = in_f, g.k = rows;
     g.lda = out_f, g.ldb = in_f, g.ldc = in_f;
     g.ab_dtype = in.dtype(), g.c_dtype = dweight.dtype();
-    gemm(g, 1.0f, dout.data(), in.data(), 1.0f, dweight.data());
+    // The bias gradient in the GEMM's epilogue (overwriting an fp32 scratch, then added into dbias)
+    // instead of a column-sum pass over dout. Deterministic mode keeps the fixed-order column sum:
+    // cuBLASLt does not document the epilogue's reduction order.
+    if (has_db && !deterministic_mode() && rows > 0) {
+      auto* partial = static_cast<float*>(
+          CudaContext::get().scratch(ScratchSlot::bias_grad, static_cast<size_t>(out_f) * sizeof(float)));
+      if (gemm_with_bias_grad(g, 1.0f, dout.data(), in.data(), 1.0f, dweight.data(), partial)) {
+        kernels::column_sum_accumulate(DType::f32, partial, 1, out_f, dbias.dtype(), dbias.data(), stream());
+        dbias_done = true;
+      }
+    }
+    if (!dbias_done) gemm(g, 1.0f, dout.data(), in.data(), 1.0f, dweight.data());
   }
-  if (has_db) {
-    require_like_or_f32(op, in, "in", dbias, "dbias");
-    TESSERA_CHECK(dbias.shape() == Shape{out_f}, op, ": dbias must be [", out_f, "] or undefined, got ", dbias.describe());
-    kernels::column_sum_accumulate(in.dtype(), dout.data(), rows, out_f, dbias.dtype(), dbias.data(), stream());
-  }
+  if (has_db && !dbias_done)
+    kernels::column_sum_accumulate(in.dtype(), dout.data(), rows, out_f, dbias.dtype(), dbias.data(), stream(),
+                                   column_sum_scratch(rows, out_f));
 }
 
 void matmul_nt(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {

@@ -58,7 +58,7 @@ void accumulate_bias_grad(const Tensor& dout, const Tensor& dbias) {
                 op, ": dbias ", dbias.describe(), " must be [", dout.dim(1), "] of ", dtype_name(dout.dtype()),
                 " or f32 on the GPU");
   kernels::column_sum_accumulate(dout.dtype(), dout.data(), dout.dim(0), dout.dim(1), dbias.dtype(), dbias.data(),
-                                 stream());
+                                 stream(), column_sum_scratch(dout.dim(0), dout.dim(1)));
 }
 
 void copy_columns(const Tensor& src, int64_t first_column, const Tensor& dst) {
