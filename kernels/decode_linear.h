@@ -30,6 +30,9 @@ struct DecodeLinearArgs {
   // Programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization); the kernel
   // waits for the previous grid before reading anything it wrote.
   bool programmatic = true;
+  // Grid: blocks per SM looping over the output rows (< 0: the occupancy, one full wave; 0: one
+  // block per group of output rows, one wave with a LayerNorm; > 0: that many, at most the occupancy).
+  int blocks_per_sm = -1;
 };
 
 // Whether decode_linear_forward takes the shape and pointers: bf16/f16, 1..kSkinnyMaxRows rows,

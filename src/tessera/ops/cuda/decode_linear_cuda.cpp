@@ -1,5 +1,7 @@
 // CUDA host side of the fused decode linear (kernels/decode_linear.cu): the kernel's arguments from
 // the dispatcher's (ops/decode_linear.cpp) checked tensors, launched on CudaContext's stream.
+#include <cstdlib>
+
 #include "kernels/decode_linear.h"
 #include "tessera/ops/cuda/cuda_context.h"
 #include "tessera/ops/cuda/ops_cuda.h"
@@ -9,6 +11,15 @@ namespace tessera::ops::cuda {
 
 namespace {
 bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
+
+// TESSERA_DECODE_BLOCKS_PER_SM (for measurements): kernels::DecodeLinearArgs::blocks_per_sm; unset: -1.
+int blocks_per_sm() {
+  static const int value = [] {
+    const char* v = std::getenv("TESSERA_DECODE_BLOCKS_PER_SM");
+    return v && *v ? std::atoi(v) : -1;
+  }();
+  return value;
+}
 
 bool same_dtype(const Tensor& a, const Tensor& b) { return !present(b) || a.dtype() == b.dtype(); }
 
@@ -29,6 +40,7 @@ kernels::DecodeLinearArgs args(const Tensor& in, const DecodeLinear& d, const Te
   a.n_out = d.weight.dim(0);
   a.k_in = in.dim(1);
   a.programmatic = decode_programmatic_launch();
+  a.blocks_per_sm = blocks_per_sm();
   return a;
 }
 }  // namespace
