@@ -52,6 +52,29 @@ struct Vec16 {  // 16 bytes of T as fp32
   }
 };
 
+// Programmatic dependent launch (CachedAttentionArgs::programmatic): every kernel here waits for the
+// previous grid before touching memory (a no-op under a plain launch).
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
+}
+
+template <typename Kernel, typename... Args>
+void launch(bool programmatic, Kernel kernel, dim3 grid, dim3 block, size_t shared, cudaStream_t s, Args... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = s;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = programmatic ? 1 : 0;
+  TESSERA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
 __device__ __forceinline__ int64_t cached_tokens(const CachedAttentionArgs& a) {
   return a.past_device ? static_cast<int64_t>(*a.past_device) : a.past;
 }
@@ -67,6 +90,7 @@ __device__ inline float alibi_slope(int64_t head, int64_t n) {
 
 template <typename T>
 __global__ void append_kv_kernel(const T* qkv, CachedAttentionArgs a, T* k_cache, T* v_cache) {
+  wait_for_previous_grid();
   const int64_t past = cached_tokens(a);
   const int64_t hn = a.head_dim, ng = a.num_query_groups, per_group = a.num_heads / ng;
   const int64_t width = (a.num_heads + 2 * ng) * hn;
@@ -103,6 +127,7 @@ template <typename T>
 __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, CachedAttentionArgs a,
                                         const T* k_cache, const T* v_cache, T* out, float* partial) {
   extern __shared__ float shared[];
+  wait_for_previous_grid();
   const int64_t hn = a.head_dim, ng = a.num_query_groups, per_group = a.num_heads / ng;
   const int64_t width = (a.num_heads + 2 * ng) * hn, row = ng * hn;
   const int64_t r = blockIdx.x;
@@ -231,6 +256,7 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
 // One block per row r: the splits' partial results into the output row.
 template <typename T>
 __global__ void combine_splits_kernel(const float* partial, int64_t hn, int64_t splits, T* out) {
+  wait_for_previous_grid();
   const int64_t r = blockIdx.x;
   const float* p = partial + r * splits * (hn + 2);
   float m = -INFINITY;
@@ -283,15 +309,15 @@ void cached_attention_forward(DType t, const void* qkv, const uint8_t* key_mask,
   const size_t shared = static_cast<size_t>(a.head_dim + sums_floats(a.head_dim) + chunk) * sizeof(float);
   const unsigned rows = static_cast<unsigned>(a.tokens * a.batch * a.num_heads);
   float* partial = splits > 1 ? static_cast<float*>(a.workspace) : nullptr;
+  const bool pdl = a.programmatic;
   TESSERA_DEVICE_FLOAT_SWITCH(
-      t, T, append_kv_kernel<T><<<append_blocks, 256, 0, s>>>(static_cast<const T*>(qkv), a, static_cast<T*>(k_cache),
-                                                              static_cast<T*>(v_cache));
-      TESSERA_KERNEL_LAUNCH_CHECK();
-      cached_attention_kernel<T><<<dim3(rows, static_cast<unsigned>(splits)), kThreads, shared, s>>>(
-          static_cast<const T*>(qkv), key_mask, a, static_cast<const T*>(k_cache), static_cast<const T*>(v_cache),
-          static_cast<T*>(out), partial);
-      TESSERA_KERNEL_LAUNCH_CHECK();
-      if (splits > 1) combine_splits_kernel<T><<<rows, 64, 0, s>>>(partial, a.head_dim, splits, static_cast<T*>(out)));
+      t, T, launch(pdl, append_kv_kernel<T>, dim3(append_blocks), dim3(256), 0, s, static_cast<const T*>(qkv), a,
+                   static_cast<T*>(k_cache), static_cast<T*>(v_cache));
+      launch(pdl, cached_attention_kernel<T>, dim3(rows, static_cast<unsigned>(splits)), dim3(kThreads), shared, s,
+             static_cast<const T*>(qkv), key_mask, a, static_cast<const T*>(k_cache), static_cast<const T*>(v_cache),
+             static_cast<T*>(out), partial);
+      if (splits > 1) launch(pdl, combine_splits_kernel<T>, dim3(rows), dim3(64), 0, s, static_cast<const float*>(partial),
+                             a.head_dim, splits, static_cast<T*>(out)));
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 

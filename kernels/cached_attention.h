@@ -20,6 +20,9 @@ struct CachedAttentionArgs {
   // partial results; null: no split.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+  // Launch the kernels with programmatic dependent launch (each waits for the previous grid first):
+  // a decode step's launches overlap the previous kernel's tail.
+  bool programmatic = false;
 };
 
 // The largest cache (in tokens) the kernel takes for a head_dim: its scores live in shared memory.

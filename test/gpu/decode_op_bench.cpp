@@ -24,6 +24,7 @@
 #include "tessera/ops/argmax.h"
 #include "tessera/ops/bias_dropout_add.h"
 #include "tessera/ops/cached_attention.h"
+#include "tessera/ops/decode_linear.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/layernorm.h"
 #include "tessera/ops/linear.h"
@@ -160,6 +161,28 @@ void bench_shape(const std::string& shape, int64_t layers, int64_t hidden, int64
   report(shape, batch, "gelu", 8 * act, [&] { ops::gelu_forward(out_ffn, gelu_out); });
   report(shape, batch, "fc2 linear (+bias)", 4.0 * hidden * hidden * e + 5 * act,
          [&] { ops::linear_forward(gelu_out, w_fc2, b_fc2, out_h); });
+  // The fused decode linears (ops/decode_linear.h; at batch > 8 they run the separate ops).
+  using E = ops::DecodeEpilogue;
+  Tensor out_h2 = arena.allocate(t, {batch, hidden});
+  Arena scratch(size_t(64) << 20, gpu);  // the separate ops' intermediates, reused each call
+  report(shape, batch, "fused ln1+qkv", 3.0 * hidden * hidden * e + 4 * act, [&] {
+    scratch.reset();
+    ops::decode_linear_forward(scratch, x, {ln_w, ln_b, 1e-5, w_qkv, b_qkv, E::none, Tensor()}, out_qkv);
+  });
+  report(shape, batch, "fused proj+residual", 1.0 * hidden * hidden * e + 3 * act, [&] {
+    scratch.reset();
+    ops::decode_linear_forward(scratch, context.view({batch, hidden}),
+                               {Tensor(), Tensor(), 0.0, w_proj, b_proj, E::residual_add, residual}, out_h2);
+  });
+  report(shape, batch, "fused ln2+fc1+gelu", 4.0 * hidden * hidden * e + 5 * act, [&] {
+    scratch.reset();
+    ops::decode_linear_forward(scratch, x, {ln_w, ln_b, 1e-5, w_fc1, b_fc1, E::gelu_tanh, Tensor()}, gelu_out);
+  });
+  report(shape, batch, "fused fc2+residual", 4.0 * hidden * hidden * e + 6 * act, [&] {
+    scratch.reset();
+    ops::decode_linear_forward(scratch, gelu_out, {Tensor(), Tensor(), 0.0, w_fc2, b_fc2, E::residual_add, residual},
+                               out_h2);
+  });
   report(shape, batch, "lm head GEMM (50304)", 1.0 * vocab * hidden * e + batch * vocab * e,
          [&] { ops::linear_forward(x, w_head, Tensor(), logits); });
   report(shape, batch, "argmax_log_softmax", 1.0 * batch * vocab * e,

@@ -1,11 +1,13 @@
 // Generation's CUDA ops against their CPU references: attention over a KV cache (prefill, then one
 // token at a time, left padding, grouped queries, ALiBi with a tensor-parallel head slice, the
 // split-cache path of small batches; f32 and bf16; the written caches too), the greedy row
-// reduction (argmax + log-softmax, padded vocabulary columns ignored), and whole-model decoding
-// (GPTModel::forward_cached: a prefill then cached steps of a left-padded batch) of a Llama-style
-// model (RoPE at per-row positions, GQA, RMSNorm, SwiGLU) and an ALiBi GPT against the CPU f32
-// model with the same weights. Prints one line per case as it finishes (line-buffered); exits 1 on a
-// failure, 77 without a visible GPU.
+// reduction (argmax + log-softmax, padded vocabulary columns ignored), the fused decode linear
+// (LayerNorm prologue, GEMV, GeLU / residual-add epilogues; the GPT-2 1.5B block's shapes), and
+// whole-model decoding (GPTModel::forward_cached: a prefill then cached steps of a left-padded batch)
+// of a Llama-style model (RoPE at per-row positions, GQA, RMSNorm, SwiGLU), an ALiBi GPT and a GPT-2
+// (bf16 steps: the fused decode layer) against the CPU f32 model with the same weights. Prints one
+// line per case as it finishes (line-buffered); exits 1 on a failure, 77 without a visible GPU.
+#include <cmath>
 #include <cstdio>
 #include <random>
 
@@ -14,6 +16,7 @@
 #include "tessera/models/gpt.h"
 #include "tessera/ops/argmax.h"
 #include "tessera/ops/cached_attention.h"
+#include "tessera/ops/decode_linear.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/train/config.h"
 
@@ -105,6 +108,51 @@ void argmax_case(DType t) {
               ok ? "equal" : "differ", worst);
   if (!ok) ++failures;
 }
+// The fused decode linear (ops/decode_linear.h: LayerNorm? -> linear + bias -> GeLU / residual add)
+// on the GPU in dtype t against the same op on the CPU in f32 (the separate ops); the GPU case must
+// take the fused kernel (decode_linear_fuses).
+void decode_linear_case(const char* name, DType t, int64_t rows, int64_t k_in, int64_t n_out, bool layernorm,
+                        ops::DecodeEpilogue epilogue, bool bias = true) {
+  std::mt19937 rng(static_cast<unsigned>(rows * 131 + k_in + n_out));
+  const auto in = random_normal(rng, rows * k_in, 1.0f, t, 0.3f);
+  const auto weight = random_normal(rng, n_out * k_in, 1.0f / std::sqrt(float(k_in)), t);
+  const auto b = random_normal(rng, n_out, 0.5f, t);
+  const auto gamma = random_normal(rng, k_in, 0.2f, t, 1.0f), beta = random_normal(rng, k_in, 0.2f, t);
+  const auto residual = random_normal(rng, rows * n_out, 1.0f, t);
+  auto host = [](const std::vector<float>& v, Shape s) { return Tensor(const_cast<float*>(v.data()), DType::f32, s); };
+  const bool with_residual = epilogue == ops::DecodeEpilogue::residual_add;
+  ops::DecodeLinear d;
+  d.weight = host(weight, {n_out, k_in});
+  if (bias) d.bias = host(b, {n_out});
+  if (layernorm) d.ln_weight = host(gamma, {k_in}), d.ln_bias = host(beta, {k_in});
+  d.epilogue = epilogue;
+  if (with_residual) d.residual = host(residual, {rows, n_out});
+  std::vector<float> ref(static_cast<size_t>(rows * n_out));
+  Arena cpu_arena(size_t(8) << 20, Device::cpu());
+  ops::decode_linear_forward(cpu_arena, host(in, {rows, k_in}), d, Tensor(ref.data(), DType::f32, {rows, n_out}));
+  const auto in_b = to_bytes(in, t), w_b = to_bytes(weight, t), b_b = to_bytes(b, t), g_b = to_bytes(gamma, t),
+             be_b = to_bytes(beta, t), r_b = to_bytes(residual, t);
+  DeviceTensor d_in(t, {rows, k_in}, in_b.data()), d_w(t, {n_out, k_in}, w_b.data()), d_b(t, {n_out}, b_b.data()),
+      d_g(t, {k_in}, g_b.data()), d_be(t, {k_in}, be_b.data()), d_r(t, {rows, n_out}, r_b.data()),
+      d_out(t, {rows, n_out}, nullptr);
+  ops::DecodeLinear g;
+  g.weight = d_w.tensor;
+  if (bias) g.bias = d_b.tensor;
+  if (layernorm) g.ln_weight = d_g.tensor, g.ln_bias = d_be.tensor;
+  g.epilogue = epilogue;
+  if (with_residual) g.residual = d_r.tensor;
+  const bool fused = ops::decode_linear_fuses(d_in.tensor, g, d_out.tensor);
+  Arena gpu_arena(size_t(8) << 20, Device::cuda(0));
+  ops::decode_linear_forward(gpu_arena, d_in.tensor, g, d_out.tensor);
+  const auto e = normalised_error(download_checked(d_out, std::string(name) + " out", failures), ref, t);
+  const double tolerance = 2e-2;
+  const bool ok = fused && e.error <= tolerance && e.special_mismatches == 0;
+  std::printf("%s decode_linear %s %s rows %lld [%lld -> %lld]: %s, error %.2e (tolerance %.0e)\n", ok ? "PASS" : "FAIL",
+              name, std::string(dtype_name(t)).c_str(), static_cast<long long>(rows), static_cast<long long>(k_in),
+              static_cast<long long>(n_out), fused ? "fused kernel" : "NOT fused", e.error, tolerance);
+  if (!ok) ++failures;
+}
+
 // A small decoder of `kind` (rope: Llama-style; alibi: GPT-2 with ALiBi), dropout off.
 train::ModelConfig small_model(const std::string& kind) {
   train::ModelConfig m = train::load_config("", {"data.mock_data=true", "data.vocab_size=64"}).model;
@@ -123,9 +171,9 @@ train::ModelConfig small_model(const std::string& kind) {
     m.num_query_groups = 2;
     m.add_bias_linear = false;
     m.untie_embeddings_and_output_weights = true;
-  } else {
+  } else if (kind == "alibi") {
     m.position_embedding_type = "alibi";
-  }
+  }  // "gpt": GPT-2 (learned positions, LayerNorm, GeLU): bf16 steps take the fused decode layer
   return m;
 }
 
@@ -199,6 +247,18 @@ int main() {
     std::printf("SKIP: no CUDA device visible\n");
     return 77;
   }
+  using E = ops::DecodeEpilogue;
+  for (int64_t rows : {1, 3, 8}) {  // the GPT-2 1.5B block's four linears
+    decode_linear_case("ln1+qkv", DType::bf16, rows, 1600, 4800, true, E::none);
+    decode_linear_case("proj+residual", DType::bf16, rows, 1600, 1600, false, E::residual_add);
+    decode_linear_case("ln2+fc1+gelu", DType::bf16, rows, 1600, 6400, true, E::gelu_tanh);
+    decode_linear_case("fc2+residual", DType::bf16, rows, 6400, 1600, false, E::residual_add);
+  }
+  decode_linear_case("ln+fc1+gelu-124m", DType::bf16, 2, 768, 3072, true, E::gelu_tanh);
+  decode_linear_case("ln+gelu-erf-f16", DType::f16, 4, 256, 96, true, E::gelu_erf);
+  decode_linear_case("no-bias-f16", DType::f16, 5, 512, 77, false, E::none, false);
+  decode_linear_case("long-row-two-passes", DType::bf16, 2, 20480, 64, false, E::residual_add);
+  decode_linear_case("ln-no-bias", DType::bf16, 7, 1024, 300, true, E::none, false);
   for (DType t : {DType::f32, DType::bf16}) {
     cached_attention_case("small-gqa", t, 3, 4, 2, 64, 5, 4);
     cached_attention_case("hn8", t, 2, 4, 4, 8, 6, 3);
@@ -212,6 +272,7 @@ int main() {
     argmax_case(t);
     model_case("rope", t);
     model_case("alibi", t);
+    model_case("gpt", t);
   }
   std::printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

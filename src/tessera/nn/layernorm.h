@@ -18,6 +18,10 @@ class LayerNorm {
             bool sequence_parallel = false);
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved) const;  // [n, h] -> [n, h]
   Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
+  // The parameters (a fused decode kernel applies the norm itself: ops/decode_linear.h).
+  Tensor weight() const;
+  Tensor bias() const;
+  double eps() const { return eps_; }
 
  private:
   ParameterStore* store_;

@@ -29,6 +29,11 @@ class MLP {
   // (saved.activation undefined): backward computes it again from saved.fc1.
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved, const ForwardScratch& scratch = {}) const;
   Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
+  // For a fused decode step (nn::TransformerLayer): the linears and the activation.
+  const ColumnParallelLinear& fc1() const { return fc1_; }
+  const RowParallelLinear& fc2() const { return fc2_; }
+  bool swiglu() const { return swiglu_; }
+  bool gelu_erf() const { return gelu_erf_; }
 
  private:
   void activate(const Tensor& fc1, const Tensor& activation) const;  // GeLU or SwiGLU of fc1's output

@@ -22,6 +22,7 @@ class Norm {
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved) const;
   Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
   NormKind kind() const { return rmsnorm_ ? NormKind::rmsnorm : NormKind::layernorm; }
+  const LayerNorm* layernorm() const { return layernorm_ ? &*layernorm_ : nullptr; }  // null for RMSNorm
 
  private:
   std::optional<LayerNorm> layernorm_;

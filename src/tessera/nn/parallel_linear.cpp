@@ -81,6 +81,11 @@ ColumnParallelLinear::ColumnParallelLinear(ParameterStore& store, const std::str
   if (bias) bias_ = store.add(name + ".bias", {local_out_}, Init::zeros, 0.0, false, split);
 }
 
+Tensor ColumnParallelLinear::weight() const { return store_->value(weight_); }
+Tensor ColumnParallelLinear::bias() const { return bias_ >= 0 ? store_->value(bias_) : Tensor(); }
+Tensor RowParallelLinear::weight() const { return store_->value(weight_); }
+Tensor RowParallelLinear::bias() const { return bias_ >= 0 ? store_->value(bias_) : Tensor(); }
+
 Tensor ColumnParallelLinear::forward(Arena& arena, const Tensor& in, Tensor& total_input) const {
   total_input = tp_.sequence_parallel ? parallel::gather_from_sp_forward(arena, in, tp_)
                                       : parallel::copy_to_tp_forward(in, tp_);

@@ -23,6 +23,8 @@ class ColumnParallelLinear {
   // -> d(in), the shape of forward's `in`.
   Tensor backward(Arena& arena, const Tensor& dout, const Tensor& total_input) const;
   int64_t local_out_features() const { return local_out_; }
+  Tensor weight() const;  // this rank's [out/tp, in]
+  Tensor bias() const;    // [out/tp], undefined without a bias
 
  private:
   ParameterStore* store_;
@@ -39,6 +41,8 @@ class RowParallelLinear {
   Tensor forward(Arena& arena, const Tensor& in) const;
   // dout: forward's output shape; -> d(in) [n, in/tp].
   Tensor backward(Arena& arena, const Tensor& dout, const Tensor& in) const;
+  Tensor weight() const;  // this rank's [out, in/tp]
+  Tensor bias() const;    // [out] (added after the reduction), undefined without a bias
 
  private:
   ParameterStore* store_;

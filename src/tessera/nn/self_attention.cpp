@@ -130,16 +130,24 @@ int64_t SelfAttention::kv_width() const {
 Tensor SelfAttention::forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch,
                                      const Tensor& key_mask, const KvCacheSlot& cache, int64_t past,
                                      const Tensor& positions) const {
-  auto p = params(DropoutContext{});
   Tensor total_input;
-  Tensor qkv = qkv_.forward(arena, in, total_input).view({tokens, batch, qkv_width()});
+  Tensor context = attend_cached(arena, qkv_.forward(arena, in, total_input), tokens, batch, key_mask, cache, past,
+                                 positions);
+  return proj_.forward(arena, context);
+}
+
+Tensor SelfAttention::attend_cached(Arena& arena, const Tensor& qkv_rows, int64_t tokens, int64_t batch,
+                                    const Tensor& key_mask, const KvCacheSlot& cache, int64_t past,
+                                    const Tensor& positions) const {
+  auto p = params(DropoutContext{});
+  Tensor qkv = qkv_rows.view({tokens, batch, qkv_width()});
   if (shape_.rotary.enabled) {  // the new q and k at their positions, before k enters the cache
     TESSERA_CHECK(positions.data() != nullptr, name_, ": RoPE generation needs the new tokens' position ids");
     rotate(qkv, positions, false);
   }
-  Tensor context = arena.allocate(in.dtype(), {tokens, batch, p.num_heads * p.head_dim});
+  Tensor context = arena.allocate(qkv.dtype(), {tokens, batch, p.num_heads * p.head_dim});
   ops::cached_attention_forward(qkv, key_mask, p, cache.k, cache.v, past, context, cache.past);
-  return proj_.forward(arena, context.view({tokens * batch, p.num_heads * p.head_dim}));
+  return context.view({tokens * batch, p.num_heads * p.head_dim});
 }
 
 }  // namespace tessera::nn

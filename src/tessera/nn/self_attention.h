@@ -73,6 +73,13 @@ class SelfAttention {
   // ALiBi biases by cache-index distance, as the training forward does by sequence index.
   Tensor forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch, const Tensor& key_mask,
                         const KvCacheSlot& cache, int64_t past, const Tensor& positions = Tensor()) const;
+  // forward_cached in parts, for a fused decode step (nn::TransformerLayer): the projections, and the
+  // cached attention from the QKV projection's output [t*b, qkv_width] (RoPE, the cache append,
+  // attention) to the context [t*b, na/tp * hn] that linear_proj takes.
+  const ColumnParallelLinear& qkv_linear() const { return qkv_; }
+  const RowParallelLinear& proj_linear() const { return proj_; }
+  Tensor attend_cached(Arena& arena, const Tensor& qkv, int64_t tokens, int64_t batch, const Tensor& key_mask,
+                       const KvCacheSlot& cache, int64_t past, const Tensor& positions = Tensor()) const;
   // The width of this rank's cache rows: ng/tp * hn.
   int64_t kv_width() const;
   int64_t qkv_width() const;  // this rank's linear_qkv output columns: (na + 2 ng)/tp * hn

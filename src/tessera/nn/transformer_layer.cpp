@@ -1,6 +1,7 @@
 #include "tessera/nn/transformer_layer.h"
 
 #include "tessera/ops/bias_dropout_add.h"
+#include "tessera/ops/decode_linear.h"
 #include "tessera/ops/dropout.h"
 #include "tessera/ops/elementwise.h"
 
@@ -59,6 +60,8 @@ Tensor TransformerLayer::forward_cached(Arena& arena, const Tensor& in, int64_t 
                                         const Tensor& key_mask, const KvCacheSlot& cache, int64_t past,
                                         const Tensor& positions) const {
   TESSERA_CHECK(!tp_.sequence_parallel, name_, ": generation does not run with sequence parallelism");
+  if (Tensor fused = forward_cached_fused(arena, in, tokens, batch, key_mask, cache, past, positions); fused.defined())
+    return fused;
   Saved saved;
   const RandomStream unused = DropoutContext{}.stream(name_);  // p = 0: no mask is drawn
   Tensor x = ln1_.forward(arena, in, saved.ln1);
@@ -67,6 +70,43 @@ Tensor TransformerLayer::forward_cached(Arena& arena, const Tensor& in, int64_t 
   Tensor y = ln2_.forward(arena, h, saved.ln2);
   Tensor m = moe_ ? moe_->forward(arena, y, saved.moe) : mlp_->forward(arena, y, saved.mlp);
   return dropout_add(arena, m, h, 0.0, unused, 0);
+}
+
+Tensor TransformerLayer::forward_cached_fused(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch,
+                                              const Tensor& key_mask, const KvCacheSlot& cache, int64_t past,
+                                              const Tensor& positions) const {
+  constexpr int64_t kMaxRows = 8;  // kernels' kSkinnyMaxRows
+  const LayerNorm* ln1 = ln1_.layernorm();
+  const LayerNorm* ln2 = ln2_.layernorm();
+  const bool half = in.dtype() == DType::bf16 || in.dtype() == DType::f16;
+  if (!in.device().is_cuda() || !half || in.ndim() != 2 || in.dim(0) > kMaxRows || moe_ || !mlp_ || mlp_->swiglu() ||
+      tp_.enabled() || !ln1 || !ln2 || !ops::decode_fusion_enabled())
+    return Tensor();
+  const int64_t rows = in.dim(0), hidden = in.dim(1);
+  const auto& qkv_linear = attention_.qkv_linear();
+  const auto& proj_linear = attention_.proj_linear();
+  const auto& fc1 = mlp_->fc1();
+  const auto& fc2 = mlp_->fc2();
+  // [LN1 + QKV]
+  ops::DecodeLinear d{ln1->weight(), ln1->bias(), ln1->eps(), qkv_linear.weight(), qkv_linear.bias(),
+                      ops::DecodeEpilogue::none, Tensor()};
+  Tensor qkv = arena.allocate(in.dtype(), {rows, d.weight.dim(0)});
+  ops::decode_linear_forward(arena, in, d, qkv);
+  Tensor context = attention_.attend_cached(arena, qkv, tokens, batch, key_mask, cache, past, positions);
+  // [proj + residual]: h = in + proj(context)
+  d = {Tensor(), Tensor(), 0.0, proj_linear.weight(), proj_linear.bias(), ops::DecodeEpilogue::residual_add, in};
+  Tensor h = arena.allocate(in.dtype(), {rows, hidden});
+  ops::decode_linear_forward(arena, context, d, h);
+  // [LN2 + fc1 + GeLU]
+  d = {ln2->weight(), ln2->bias(), ln2->eps(), fc1.weight(), fc1.bias(),
+       mlp_->gelu_erf() ? ops::DecodeEpilogue::gelu_erf : ops::DecodeEpilogue::gelu_tanh, Tensor()};
+  Tensor activation = arena.allocate(in.dtype(), {rows, d.weight.dim(0)});
+  ops::decode_linear_forward(arena, h, d, activation);
+  // [fc2 + residual]: out = h + fc2(activation)
+  d = {Tensor(), Tensor(), 0.0, fc2.weight(), fc2.bias(), ops::DecodeEpilogue::residual_add, h};
+  Tensor out = arena.allocate(in.dtype(), {rows, hidden});
+  ops::decode_linear_forward(arena, activation, d, out);
+  return out;
 }
 
 Tensor TransformerLayer::backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch,

@@ -53,6 +53,12 @@ class TransformerLayer {
   const MoeLayer* moe() const { return moe_.get(); }  // null on a dense layer
 
  private:
+  // forward_cached as four fused decode linears around the cached attention (ops/decode_linear.h):
+  // [LN1 + QKV], attention, [proj + residual], [LN2 + fc1 + GeLU], [fc2 + residual]. Undefined when
+  // the block is not one it takes: a CUDA step of bf16/f16 with at most kSkinnyMaxRows rows, LayerNorm,
+  // a dense GeLU MLP, TP = 1 (and TESSERA_DECODE_FUSION not 0).
+  Tensor forward_cached_fused(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch, const Tensor& key_mask,
+                              const KvCacheSlot& cache, int64_t past, const Tensor& positions) const;
   std::string name_;
   double hidden_dropout_;
   parallel::TensorParallel tp_;

@@ -5,6 +5,7 @@
 #include "kernels/cached_attention.h"
 #include "tessera/ops/cached_attention.h"
 #include "tessera/ops/cuda/cuda_context.h"
+#include "tessera/ops/decode_linear.h"
 
 namespace tessera::ops::cuda {
 
@@ -29,6 +30,7 @@ void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const A
   // The cuBLAS workspace: stream-ordered on the compute stream, free between GEMMs.
   a.workspace = CudaContext::get().workspace();
   a.workspace_bytes = CudaContext::get().workspace_bytes();
+  a.programmatic = decode_programmatic_launch();
   TESSERA_CHECK(a.head_dim <= 256 && a.capacity <= kernels::cached_attention_max_capacity(a.head_dim),
                 "cached_attention_forward: the CUDA kernel takes head_dim <= 256 and at most ",
                 kernels::cached_attention_max_capacity(a.head_dim), " cached tokens, got head_dim ", a.head_dim,

@@ -11,6 +11,7 @@
 #include "tessera/ops/activation.h"
 #include "tessera/ops/adamw.h"
 #include "tessera/ops/attention.h"
+#include "tessera/ops/decode_linear.h"
 
 namespace tessera::ops::cuda {
 
@@ -40,6 +41,10 @@ void sum_of_squares_accumulate(const Tensor& t, double* device_total);
 
 void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out);
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable);
+
+// ops/decode_linear.h: whether the fused kernel takes the tensors, and its launch (checked shapes).
+bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& out);
+void decode_linear_forward(const Tensor& in, const DecodeLinear& d, const Tensor& out);
 
 void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                        const Tensor& mean, const Tensor& rstd);
