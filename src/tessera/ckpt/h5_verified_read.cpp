@@ -1,9 +1,6 @@
 #include "tessera/ckpt/h5_verified_read.h"
 
 #include <unistd.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -52,53 +49,28 @@ void pread_fully(int fd, unsigned char* dst, size_t bytes, int64_t offset) {
   }
 }
 
-#if defined(__SSE2__)
-// A reused, cache-hot buffer per thread: the kernel's copy out of the page cache lands in cache, the
-// checksum reads it there, and streaming stores move it to the destination without first reading
-// the destination's lines into cache (a copy straight into memory not in cache moves each byte three
-// times).
+// A reused, cache-hot buffer per thread: the kernel's copy out of the page cache lands in cache, and
+// LaneChecksum::update_copy checksums it there and moves it to the destination with streaming stores
+// in the same pass (a copy straight into memory not in cache moves each byte three times).
 struct Bounce {
   alignas(64) unsigned char bytes[kChunk];
 };
 
-void stream_copy(unsigned char* dst, const unsigned char* src, size_t n) {
-  const size_t head = std::min(n, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
-  std::memcpy(dst, src, head);
-  size_t at = head;
-  for (; at + 64 <= n; at += 64)
-    for (size_t k = 0; k < 64; k += 16)
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + at + k),
-                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at + k)));
-  std::memcpy(dst + at, src + at, n - at);
-}
-#endif
-
 // Reads blocks [first, last) of the dataset into dst and stores each block's checksum.
 void read_blocks(int fd, int64_t offset, unsigned char* dst, size_t bytes, size_t first, size_t last,
                  uint64_t* sums) {
-#if defined(__SSE2__)
   thread_local std::unique_ptr<Bounce> bounce;
   if (!bounce) bounce = std::make_unique<Bounce>();
-#endif
   for (size_t b = first; b < last; ++b) {
     const size_t begin = b * kChecksumBlockBytes, end = std::min(bytes, begin + kChecksumBlockBytes);
     LaneChecksum sum;
     for (size_t at = begin; at < end; at += kChunk) {
       const size_t n = std::min(kChunk, end - at);
-#if defined(__SSE2__)
       pread_fully(fd, bounce->bytes, n, offset + static_cast<int64_t>(at));
-      sum.update(bounce->bytes, n);
-      stream_copy(dst + at, bounce->bytes, n);
-#else
-      pread_fully(fd, dst + at, n, offset + static_cast<int64_t>(at));
-      sum.update(dst + at, n);
-#endif
+      sum.update_copy(dst + at, bounce->bytes, n);
     }
     sums[b] = sum.finish();
   }
-#if defined(__SSE2__)
-  _mm_sfence();  // the streamed stores are ordered before the caller reads dst
-#endif
 }
 
 }  // namespace
