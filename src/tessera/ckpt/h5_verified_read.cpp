@@ -18,8 +18,9 @@ namespace {
 constexpr size_t kChunk = size_t{256} << 10;        // stays in L2: checksummed before it is evicted
 constexpr size_t kBlocksPerThread = 2;               // a smaller tensor is not worth a thread
 
-// The file offset of a contiguous, allocated dataset stored in dtype's native type, or -1.
-int64_t direct_offset(hid_t dataset, DType dtype, size_t bytes) {
+}  // namespace
+
+int64_t h5_direct_offset(hid_t dataset, DType dtype, size_t bytes) {
   if (bytes == 0) return -1;
   const haddr_t offset = H5Dget_offset(dataset);  // HADDR_UNDEF unless contiguous and allocated
   if (offset == HADDR_UNDEF) {
@@ -32,12 +33,14 @@ int64_t direct_offset(hid_t dataset, DType dtype, size_t bytes) {
   return static_cast<int64_t>(offset);
 }
 
-int file_descriptor(hid_t file) {
+int h5_file_descriptor(hid_t file) {
   int* handle = nullptr;
   TESSERA_H5_CHECK(H5Fget_vfd_handle(file, H5P_DEFAULT, reinterpret_cast<void**>(&handle)), "file handle");
   TESSERA_CHECK(handle != nullptr, "HDF5 gave no file handle");
   return *handle;  // the default (sec2) driver's handle is a POSIX file descriptor
 }
+
+namespace {
 
 void pread_fully(int fd, unsigned char* dst, size_t bytes, int64_t offset) {
   for (size_t got = 0; got < bytes;) {
@@ -75,14 +78,7 @@ void read_blocks(int fd, int64_t offset, unsigned char* dst, size_t bytes, size_
 
 }  // namespace
 
-void h5_read_verified(hid_t file, hid_t dataset, DType dtype, void* out, size_t bytes) {
-  const int64_t offset = h5_has_attr(dataset, "checksum8") ? direct_offset(dataset, dtype, bytes) : -1;
-  if (offset < 0) {
-    h5_read_into(dataset, dtype, out);
-    h5_verify_checksum(dataset, out, bytes);
-    return;
-  }
-  const int fd = file_descriptor(file);
+void read_verified_at(int fd, int64_t offset, void* out, size_t bytes, uint64_t stored) {
   auto* dst = static_cast<unsigned char*>(out);
   const size_t blocks = checksum_blocks(bytes);
   std::vector<uint64_t> sums(blocks);
@@ -98,11 +94,21 @@ void h5_read_verified(hid_t file, hid_t dataset, DType dtype, void* out, size_t 
   });
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
-  const uint64_t stored = static_cast<uint64_t>(h5_attr_int(dataset, "checksum8"));
   const uint64_t actual = fold_block_checksums(sums.data(), blocks, bytes);
   if (stored != actual)
     TESSERA_FAIL("the data does not match its checksum (stored ", stored, ", computed ", actual,
                  "): the file was modified or damaged after it was written");
+}
+
+void h5_read_verified(hid_t file, hid_t dataset, DType dtype, void* out, size_t bytes) {
+  const int64_t offset = h5_has_attr(dataset, "checksum8") ? h5_direct_offset(dataset, dtype, bytes) : -1;
+  if (offset < 0) {
+    h5_read_into(dataset, dtype, out);
+    h5_verify_checksum(dataset, out, bytes);
+    return;
+  }
+  read_verified_at(h5_file_descriptor(file), offset, out, bytes,
+                   static_cast<uint64_t>(h5_attr_int(dataset, "checksum8")));
 }
 
 }  // namespace tessera::ckpt
