@@ -1,12 +1,13 @@
 #pragma once
 // Reading a checkpoint dataset's bytes and checking them against the stored checksum in one pass.
 // A contiguous dataset stored in the native element type (what h5_write_tensor writes) with a block
-// checksum ("checksum8", data_checksum.h) is read straight from the file with pread in 256 KiB chunks,
-// each checksummed while it is still in cache: one pass over the destination instead of H5Dread's
-// copy plus a second pass to verify. A large tensor's 1 MiB checksum blocks are shared over up to
+// checksum ("checksum8", data_checksum.h) is read straight from the file with pread in 256 KiB chunks
+// into a reused per-thread buffer that stays in cache; LaneChecksum::update_copy then checksums each
+// chunk and moves it to the destination with streaming stores in the same pass (one AVX-512 register
+// per 64 bytes where the CPU has it). A large tensor's 1 MiB checksum blocks are shared over up to
 // four threads (the cores there are), each reading a contiguous run: one core's page-cache copy into
-// memory that is not in cache runs at about half of dd's rate into its small reused buffer. Anything else (older
-// one-lane "checksum" files, other layouts) goes through H5Dread and h5_verify_checksum.
+// memory that is not in cache runs at about half of dd's rate into its small reused buffer. Anything
+// else (older one-lane "checksum" files, other layouts) goes through H5Dread and h5_verify_checksum.
 #include <cstddef>
 #include <cstdint>
 
