@@ -8,6 +8,7 @@
 
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/common_checksum.h"
+#include "tessera/ckpt/h5_verified_read.h"
 #include "tessera/ckpt/stored_layout_check.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/half.h"
@@ -115,6 +116,7 @@ void CheckpointReader::index_file(size_t file_index, const std::string& file_nam
   files_.push_back(std::make_unique<H5Id>(h5_open_file_read((folder_ / file_name).string())));
   file_names_.push_back(file_name);
   hid_t file = files_.back()->get();
+  descriptors_.push_back(h5_file_descriptor(file));
   if (h5_exists(file, "model")) {
     H5Id group = h5_open_group(file, "model");
     index_group(file_index, group.get(), "model", "param");
@@ -149,6 +151,10 @@ void CheckpointReader::index_group(size_t file_index, hid_t group, const std::st
     p.count = sliced ? h5_attr_int(dataset.get(), "count") : shape_numel(p.local_shape);
     TESSERA_CHECK(shape_numel(h5_dataset_shape(dataset.get())) == p.count, file_names_[file_index], ": ", p.path,
                   " holds ", shape_numel(h5_dataset_shape(dataset.get())), " elements, its count says ", p.count);
+    if (h5_has_attr(dataset.get(), "checksum8")) {
+      p.data_offset = h5_direct_offset(dataset.get(), p.dtype, static_cast<size_t>(p.count) * dtype_size(p.dtype));
+      if (p.data_offset >= 0) p.checksum8 = static_cast<uint64_t>(h5_attr_int(dataset.get(), "checksum8"));
+    }
     pieces_[{kind, name}].push_back(std::move(p));
   }
 }

@@ -75,6 +75,11 @@ class CheckpointReader {
     int split_axis = -1;
     int64_t split_offset = 0, flat_offset = 0, count = 0;
     DType dtype = DType::f32;
+    // Looked up once by the index: the file offset of the dataset's bytes when pread can read them as
+    // they are (contiguous, native type; -1 otherwise) and their "checksum8", so that a read makes no
+    // HDF5 call.
+    int64_t data_offset = -1;
+    uint64_t checksum8 = 0;
   };
   void read_common(const std::filesystem::path& common);
   // The shard files the saved layout (tp/pp/ep sizes, distributed optimizer over dp) must have.
@@ -91,6 +96,7 @@ class CheckpointReader {
   mutable std::vector<char> staging_, assembled_;
   std::filesystem::path folder_;
   std::vector<std::unique_ptr<H5Id>> files_;
+  std::vector<int> descriptors_;  // files_' POSIX descriptors (HDF5's sec2 driver), for direct reads
   std::vector<std::string> file_names_;
   std::map<std::pair<std::string, std::string>, std::vector<Piece>> pieces_;  // (kind, name) -> pieces
   H5Id common_;

@@ -73,9 +73,11 @@ int64_t product(const Shape& shape, int begin, int end) {
 
 void CheckpointReader::read_piece(const Piece& p, void* dst) const {
   const std::string file = (folder_ / file_names_[p.file]).string();
+  const size_t bytes = static_cast<size_t>(p.count) * dtype_size(p.dtype);
   try {
+    if (p.data_offset >= 0) return read_verified_at(descriptors_[p.file], p.data_offset, dst, bytes, p.checksum8);
     H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(files_[p.file]->get(), p.path.c_str(), H5P_DEFAULT), p.path));
-    h5_read_verified(files_[p.file]->get(), dataset.get(), p.dtype, dst, static_cast<size_t>(p.count) * dtype_size(p.dtype));
+    h5_read_verified(files_[p.file]->get(), dataset.get(), p.dtype, dst, bytes);
   } catch (const Error& e) {
     TESSERA_FAIL("checkpoint file ", file, " cannot be read at ", p.path, " (truncated or corrupt?): ", e.message());
   }

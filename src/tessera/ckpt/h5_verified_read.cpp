@@ -1,9 +1,6 @@
 #include "tessera/ckpt/h5_verified_read.h"
 
 #include <unistd.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -21,8 +18,9 @@ namespace {
 constexpr size_t kChunk = size_t{256} << 10;        // stays in L2: checksummed before it is evicted
 constexpr size_t kBlocksPerThread = 2;               // a smaller tensor is not worth a thread
 
-// The file offset of a contiguous, allocated dataset stored in dtype's native type, or -1.
-int64_t direct_offset(hid_t dataset, DType dtype, size_t bytes) {
+}  // namespace
+
+int64_t h5_direct_offset(hid_t dataset, DType dtype, size_t bytes) {
   if (bytes == 0) return -1;
   const haddr_t offset = H5Dget_offset(dataset);  // HADDR_UNDEF unless contiguous and allocated
   if (offset == HADDR_UNDEF) {
@@ -35,12 +33,14 @@ int64_t direct_offset(hid_t dataset, DType dtype, size_t bytes) {
   return static_cast<int64_t>(offset);
 }
 
-int file_descriptor(hid_t file) {
+int h5_file_descriptor(hid_t file) {
   int* handle = nullptr;
   TESSERA_H5_CHECK(H5Fget_vfd_handle(file, H5P_DEFAULT, reinterpret_cast<void**>(&handle)), "file handle");
   TESSERA_CHECK(handle != nullptr, "HDF5 gave no file handle");
   return *handle;  // the default (sec2) driver's handle is a POSIX file descriptor
 }
+
+namespace {
 
 void pread_fully(int fd, unsigned char* dst, size_t bytes, int64_t offset) {
   for (size_t got = 0; got < bytes;) {
@@ -52,65 +52,33 @@ void pread_fully(int fd, unsigned char* dst, size_t bytes, int64_t offset) {
   }
 }
 
-#if defined(__SSE2__)
-// A reused, cache-hot buffer per thread: the kernel's copy out of the page cache lands in cache, the
-// checksum reads it there, and streaming stores move it to the destination without first reading
-// the destination's lines into cache (a copy straight into memory not in cache moves each byte three
-// times).
+// A reused, cache-hot buffer per thread: the kernel's copy out of the page cache lands in cache, and
+// LaneChecksum::update_copy checksums it there and moves it to the destination with streaming stores
+// in the same pass (a copy straight into memory not in cache moves each byte three times).
 struct Bounce {
   alignas(64) unsigned char bytes[kChunk];
 };
 
-void stream_copy(unsigned char* dst, const unsigned char* src, size_t n) {
-  const size_t head = std::min(n, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
-  std::memcpy(dst, src, head);
-  size_t at = head;
-  for (; at + 64 <= n; at += 64)
-    for (size_t k = 0; k < 64; k += 16)
-      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + at + k),
-                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + at + k)));
-  std::memcpy(dst + at, src + at, n - at);
-}
-#endif
-
 // Reads blocks [first, last) of the dataset into dst and stores each block's checksum.
 void read_blocks(int fd, int64_t offset, unsigned char* dst, size_t bytes, size_t first, size_t last,
                  uint64_t* sums) {
-#if defined(__SSE2__)
   thread_local std::unique_ptr<Bounce> bounce;
   if (!bounce) bounce = std::make_unique<Bounce>();
-#endif
   for (size_t b = first; b < last; ++b) {
     const size_t begin = b * kChecksumBlockBytes, end = std::min(bytes, begin + kChecksumBlockBytes);
     LaneChecksum sum;
     for (size_t at = begin; at < end; at += kChunk) {
       const size_t n = std::min(kChunk, end - at);
-#if defined(__SSE2__)
       pread_fully(fd, bounce->bytes, n, offset + static_cast<int64_t>(at));
-      sum.update(bounce->bytes, n);
-      stream_copy(dst + at, bounce->bytes, n);
-#else
-      pread_fully(fd, dst + at, n, offset + static_cast<int64_t>(at));
-      sum.update(dst + at, n);
-#endif
+      sum.update_copy(dst + at, bounce->bytes, n);
     }
     sums[b] = sum.finish();
   }
-#if defined(__SSE2__)
-  _mm_sfence();  // the streamed stores are ordered before the caller reads dst
-#endif
 }
 
 }  // namespace
 
-void h5_read_verified(hid_t file, hid_t dataset, DType dtype, void* out, size_t bytes) {
-  const int64_t offset = h5_has_attr(dataset, "checksum8") ? direct_offset(dataset, dtype, bytes) : -1;
-  if (offset < 0) {
-    h5_read_into(dataset, dtype, out);
-    h5_verify_checksum(dataset, out, bytes);
-    return;
-  }
-  const int fd = file_descriptor(file);
+void read_verified_at(int fd, int64_t offset, void* out, size_t bytes, uint64_t stored) {
   auto* dst = static_cast<unsigned char*>(out);
   const size_t blocks = checksum_blocks(bytes);
   std::vector<uint64_t> sums(blocks);
@@ -126,11 +94,21 @@ void h5_read_verified(hid_t file, hid_t dataset, DType dtype, void* out, size_t 
   });
   for (const std::exception_ptr& e : errors)
     if (e) std::rethrow_exception(e);
-  const uint64_t stored = static_cast<uint64_t>(h5_attr_int(dataset, "checksum8"));
   const uint64_t actual = fold_block_checksums(sums.data(), blocks, bytes);
   if (stored != actual)
     TESSERA_FAIL("the data does not match its checksum (stored ", stored, ", computed ", actual,
                  "): the file was modified or damaged after it was written");
+}
+
+void h5_read_verified(hid_t file, hid_t dataset, DType dtype, void* out, size_t bytes) {
+  const int64_t offset = h5_has_attr(dataset, "checksum8") ? h5_direct_offset(dataset, dtype, bytes) : -1;
+  if (offset < 0) {
+    h5_read_into(dataset, dtype, out);
+    h5_verify_checksum(dataset, out, bytes);
+    return;
+  }
+  read_verified_at(h5_file_descriptor(file), offset, out, bytes,
+                   static_cast<uint64_t>(h5_attr_int(dataset, "checksum8")));
 }
 
 }  // namespace tessera::ckpt

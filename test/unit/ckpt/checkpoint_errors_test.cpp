@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -142,6 +143,29 @@ TEST(DataChecksumLanes, PiecesGiveTheOneShotValueAndTheStoredFormatIsUnchanged) 
   ckpt::LaneChecksum uneven;
   uneven.update(bytes.data(), 100);  // not a multiple of 64 and not the last piece: refused
   EXPECT_THROW(uneven.update(bytes.data() + 100, 64), Error);
+}
+
+TEST(DataChecksumLanes, UpdateCopyGivesTheStoredValueAndCopiesToAnyAlignment) {
+  std::vector<unsigned char> bytes(1003);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>((i * 131 + 7) % 251);
+  // The reader's fused pass (checksum + streaming copy): the same value as update, the bytes copied
+  // exactly, at a 64-byte-aligned destination (one AVX-512 pass) and at shifted ones (separate passes).
+  alignas(64) static unsigned char out[1003 + 128];
+  for (size_t shift : {size_t{0}, size_t{4}, size_t{8}, size_t{33}, size_t{64}}) {
+    for (size_t piece : {size_t{64}, size_t{640}, bytes.size()}) {
+      std::memset(out, 0xEE, sizeof out);
+      ckpt::LaneChecksum sum;
+      for (size_t done = 0; done < bytes.size(); done += piece)
+        sum.update_copy(out + shift + done, bytes.data() + done, std::min(piece, bytes.size() - done));
+      EXPECT_EQ(sum.finish(), 0xdf2feab0b1658f70ull) << "shift " << shift << " pieces of " << piece;
+      EXPECT_EQ(std::memcmp(out + shift, bytes.data(), bytes.size()), 0) << "shift " << shift << " pieces of " << piece;
+      EXPECT_EQ(out[shift + bytes.size()], 0xEE) << "wrote past the end, shift " << shift;
+      if (shift > 0) EXPECT_EQ(out[shift - 1], 0xEE) << "wrote before the start, shift " << shift;
+    }
+  }
+  ckpt::LaneChecksum uneven;
+  uneven.update_copy(out, bytes.data(), 100);
+  EXPECT_THROW(uneven.update_copy(out + 100, bytes.data() + 100, 64), Error);
 }
 
 TEST(DataChecksumBlocks, StoredFormatValuesAndEveryBlockCounts) {
