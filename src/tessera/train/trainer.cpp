@@ -24,6 +24,15 @@ namespace tessera::train {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+
+// The activation arena's first block: the estimate of what one micro-batch's forward keeps, where the
+// estimate is exact (a dense GPT: models/gpt_memory.cpp, checked against the arena by recompute_test);
+// 0 (64 MiB blocks, merged into one after the first step) for MoE layers, whose routed token counts
+// the estimate does not know, and for families without an estimate.
+size_t first_activation_block_bytes(const TrainingSetup& setup) {
+  if (setup.config.model.num_experts > 0) return 0;
+  return static_cast<size_t>(std::max<int64_t>(0, setup.memory.activation.kept_per_micro_batch));
+}
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -33,7 +42,7 @@ Trainer::Trainer(const Config& config, Device device)
     : setup_(build_training_setup(config, device)),
       // What one micro-batch's forward keeps, in one block (no tails abandoned between allocations);
       // the backward's few extra buffers of the head and embedding go to 64 MiB blocks after it.
-      arena_(size_t(64) << 20, device, static_cast<size_t>(std::max<int64_t>(0, setup_->memory.activation.kept_per_micro_batch))) {
+      arena_(size_t(64) << 20, device, first_activation_block_bytes(*setup_)) {
   document_masks_ = {data_.eod, config_.data.eod_mask_loss, config_.data.reset_position_ids,
                      config_.data.reset_attention_mask};
   consumed_samples_ = resume_.consumed_samples;
