@@ -9,13 +9,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <thread>
 
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/checkpoint_reader.h"
-#include "test_paths.h"
+#include "train_process.h"
 
 namespace tessera {
 namespace {
@@ -23,40 +22,12 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-const char* kModel =
-    "--set data.mock_data=true --set data.vocab_size=40 --set model.num_layers=1 --set model.hidden_size=16 "
-    "--set model.num_attention_heads=2 --set model.seq_length=8 --micro-batch-size 2 --global-batch-size 4 "
-    "--set training.eval_interval=0 --set optimizer.lr_warmup_iters=1 --log-interval 1 --train-iters 8 ";
-
+using test::has_written_temporary;
+using test::read_all;
+using test::wait_exit_code;
+// The killed run and the resumed one both train to iteration 8.
 pid_t start(const std::string& args, const fs::path& log, const std::string& env = "") {
-  std::string command = env + " exec " + (test::bin_dir() / "tessera-train").string() + " " + kModel + args + " > " +
-                        log.string() + " 2>&1";
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-bool has_written_temporary(const fs::path& dir, const std::string& prefix) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::string name = entry.path().filename().string();
-    if (name.rfind(prefix + ".tmp-", 0) == 0 && fs::exists(entry.path() / ckpt::kCommonFile)) return true;
-  }
-  return false;
+  return test::start_tiny_training("--train-iters 8 " + args, log, env);
 }
 
 // The "lm loss ..." field of iteration `iteration`'s log line ("" when not logged).

@@ -8,12 +8,11 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/checkpoint_reader.h"
-#include "test_paths.h"
+#include "train_process.h"
 
 namespace tessera {
 namespace {
@@ -21,64 +20,24 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-const char* kModel =
-    "--set data.mock_data=true --set data.vocab_size=40 --set model.num_layers=1 --set model.hidden_size=16 "
-    "--set model.num_attention_heads=2 --set model.seq_length=8 --micro-batch-size 2 --global-batch-size 4 "
-    "--set training.eval_interval=0 --set optimizer.lr_warmup_iters=1 --log-interval 1 ";
-
-// Starts tessera-train with its output in log; returns the pid.
-pid_t start(const std::string& args, const fs::path& log, const std::string& env = "") {
-  std::string command = env + " exec " + (test::bin_dir() / "tessera-train").string() + " " + kModel + args + " > " +
-                        log.string() + " 2>&1";
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit_code(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-}
-
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-bool has_temporary(const fs::path& dir, const std::string& prefix) {
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    std::string name = entry.path().filename().string();
-    if (name.rfind(prefix + ".tmp-", 0) == 0 && fs::exists(entry.path() / ckpt::kCommonFile)) return true;
-  }
-  return false;
-}
-
-template <typename Pred>
-bool wait_for(Pred pred, std::chrono::seconds limit) {
-  auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return false;
-}
+using test::has_written_temporary;
+using test::read_all;
+using test::start_tiny_training;
+using test::wait_exit_code;
+using test::wait_for;
 
 TEST(CheckpointProcess, SigkillDuringSaveKeepsThePreviousCheckpoint) {
   fs::path dir = fs::temp_directory_path() / ("tessera_ckpt_kill_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::path log = dir.string() + ".log";
   // Every save pauses 1.5 s after writing its files, before the rename and the tracker.
-  pid_t pid = start("--train-iters 6 --set checkpoint.save=" + dir.string() + " --set checkpoint.save_interval=2", log,
+  pid_t pid = start_tiny_training(
+      "--train-iters 6 --set checkpoint.save=" + dir.string() + " --set checkpoint.save_interval=2", log,
                     "TESSERA_TEST_PAUSE_IN_SAVE_MS=1500");
   bool in_second_save = wait_for(
       [&] {
         auto tracker = ckpt::read_tracker(dir);
-        return tracker && tracker->iteration == 2 && has_temporary(dir, "iter_0000004");
+        return tracker && tracker->iteration == 2 && has_written_temporary(dir, "iter_0000004");
       },
       120s);
   ASSERT_TRUE(in_second_save) << read_all(log);
@@ -89,14 +48,15 @@ TEST(CheckpointProcess, SigkillDuringSaveKeepsThePreviousCheckpoint) {
   EXPECT_NO_THROW(ckpt::CheckpointReader(dir / "iter_0000002"));
 
   // The next run loads iteration 2 (and clears the interrupted save's leftovers when it saves).
-  pid = start("--train-iters 3 --set checkpoint.save=" + dir.string() + " --set checkpoint.load=" + dir.string(), log);
+  pid = start_tiny_training(
+      "--train-iters 3 --set checkpoint.save=" + dir.string() + " --set checkpoint.load=" + dir.string(), log);
   ASSERT_EQ(wait_exit_code(pid), 0) << read_all(log);
   std::string output = read_all(log);
   EXPECT_NE(output.find("resuming from iteration 2"), std::string::npos) << output;
   EXPECT_NE(output.find("iteration 3/3"), std::string::npos) << output;
   EXPECT_EQ(output.find("iteration 1/3"), std::string::npos) << output;
   EXPECT_EQ(ckpt::read_tracker(dir)->iteration, 3);
-  EXPECT_FALSE(has_temporary(dir, "iter_0000004"));
+  EXPECT_FALSE(has_written_temporary(dir, "iter_0000004"));
   fs::remove_all(dir);
   fs::remove(log);
 }
@@ -105,7 +65,7 @@ TEST(CheckpointProcess, SigtermSavesWithinOneIterationAndExitsZero) {
   fs::path dir = fs::temp_directory_path() / ("tessera_ckpt_term_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::path log = dir.string() + ".log";
-  pid_t pid = start("--train-iters 100000 --set checkpoint.save=" + dir.string(), log);
+  pid_t pid = start_tiny_training("--train-iters 100000 --set checkpoint.save=" + dir.string(), log);
   ASSERT_TRUE(wait_for([&] { return read_all(log).find("iteration 3/100000") != std::string::npos; }, 120s))
       << read_all(log);
   // Freeze the trainer while reading its log, so that iterations finished between reading the log and
@@ -129,7 +89,8 @@ TEST(CheckpointProcess, SigtermSavesWithinOneIterationAndExitsZero) {
   EXPECT_NE(read_all(log).find("exiting program at iteration"), std::string::npos);
 
   int64_t saved = tracker->iteration;
-  pid = start("--train-iters " + std::to_string(saved + 2) + " --set checkpoint.load=" + dir.string(), log);
+  pid = start_tiny_training("--train-iters " + std::to_string(saved + 2) + " --set checkpoint.load=" + dir.string(),
+                            log);
   ASSERT_EQ(wait_exit_code(pid), 0) << read_all(log);
   std::string output = read_all(log);
   EXPECT_NE(output.find("resuming from iteration " + std::to_string(saved)), std::string::npos) << output;
