@@ -13,6 +13,7 @@
 
 #include "tessera/train/trainer.h"
 #include "test_paths.h"
+#include "tiny_training.h"
 
 namespace tessera {
 namespace {
@@ -20,13 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 train::Config config(const fs::path& save, bool async) {
-  return train::load_config("", {"data.mock_data=true", "data.vocab_size=40", "model.num_layers=1",
-                                 "model.hidden_size=16", "model.num_attention_heads=2", "model.seq_length=8",
-                                 "training.micro_batch_size=2", "training.global_batch_size=4",
-                                 "training.train_iters=7", "training.eval_interval=0", "optimizer.lr_warmup_iters=1",
-                                 "logging.log_interval=100", "checkpoint.save_interval=2",
-                                 "checkpoint.save=" + save.string(),
-                                 std::string("checkpoint.async_save=") + (async ? "true" : "false")});
+  return test::tiny_training_config(7, {"checkpoint.save_interval=2", "checkpoint.save=" + save.string(),
+                                        std::string("checkpoint.async_save=") + (async ? "true" : "false")});
 }
 
 TEST(AsyncSave, WritesTheSameCheckpointsAsASynchronousSave) {

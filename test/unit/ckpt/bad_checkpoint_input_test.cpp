@@ -10,20 +10,15 @@
 
 #include "tessera/core/error.h"
 #include "tessera/train/trainer.h"
+#include "tiny_training.h"
 
 namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
 
-train::Config config(int64_t iters, std::vector<std::string> extra = {}) {
-  std::vector<std::string> o = {"data.mock_data=true", "data.vocab_size=40", "model.num_layers=1",
-                                "model.hidden_size=16", "model.num_attention_heads=2", "model.seq_length=8",
-                                "training.micro_batch_size=2", "training.global_batch_size=4",
-                                "training.train_iters=" + std::to_string(iters), "training.eval_interval=0",
-                                "optimizer.lr_warmup_iters=1", "logging.log_interval=100"};
-  o.insert(o.end(), extra.begin(), extra.end());
-  return train::load_config("", o);
+train::Config config(int64_t iters, const std::vector<std::string>& extra = {}) {
+  return test::tiny_training_config(iters, extra);
 }
 
 class BadCheckpointInput : public ::testing::Test {

@@ -1,6 +1,6 @@
 // tessera-train as a child process, for the checkpoint failure-safety tests (a SIGKILL or SIGTERM
-// during a save, then the next run resuming): a tiny mock-data model's arguments, start, wait, the
-// log, the half-written temporaries a save leaves.
+// during a save, then the next run resuming): start the tiny model's training, wait, read the log,
+// find the half-written temporaries a save leaves.
 #pragma once
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,21 +14,17 @@
 
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "test_paths.h"
+#include "tiny_training.h"
 
 namespace tessera::test {
 
-// A one-layer, 16-wide GPT on mock data, logging every iteration (add --train-iters).
-inline const char* kTinyTrainArgs =
-    "--set data.mock_data=true --set data.vocab_size=40 --set model.num_layers=1 --set model.hidden_size=16 "
-    "--set model.num_attention_heads=2 --set model.seq_length=8 --micro-batch-size 2 --global-batch-size 4 "
-    "--set training.eval_interval=0 --set optimizer.lr_warmup_iters=1 --log-interval 1 ";
-
-// Starts tessera-train with kTinyTrainArgs + args (env: "NAME=value ..." before it), its output in
-// log; returns the pid.
+// Starts tessera-train on the tiny model (tiny_training.h), logging every iteration, with args
+// after (add --train-iters; env: "NAME=value ..." before it), its output in log; returns the pid.
 inline pid_t start_tiny_training(const std::string& args, const std::filesystem::path& log,
                                  const std::string& env = "") {
-  const std::string command = env + " exec " + (bin_dir() / "tessera-train").string() + " " + kTinyTrainArgs + args +
-                              " > " + log.string() + " 2>&1";
+  std::string command = env + " exec " + (bin_dir() / "tessera-train").string();
+  for (const std::string& o : tiny_training_overrides()) command += " --set " + o;
+  command += " --log-interval 1 " + args + " > " + log.string() + " 2>&1";
   const pid_t pid = fork();
   if (pid == 0) {
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
