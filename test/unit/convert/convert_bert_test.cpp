@@ -25,20 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path bert_fixture(const char* which) {
-  const fs::path dir = test::shared_dir() / "fixtures/hf/megatron-bert" / which;
-  if (fs::exists(dir / "config.json")) return dir;
-  if (test::fixtures_required()) ADD_FAILURE() << "HF Megatron-BERT fixture missing: " << dir;
-  return {};
-}
-
-std::vector<int32_t> i64_as_i32(const ckpt::SafetensorsFile& file, const std::string& name) {
-  auto bytes = file.raw(name);
-  std::vector<int64_t> wide(bytes.size() / 8);
-  std::memcpy(wide.data(), bytes.data(), bytes.size());
-  return std::vector<int32_t>(wide.begin(), wide.end());
-}
-
 struct LogitDifference {
   double mlm = 0, nsp = 0;
 };
@@ -55,9 +41,9 @@ LogitDifference normalised_logit_difference(const fs::path& checkpoint_folder, c
   for (const ckpt::TensorShard& s : ckpt::model_shards(model.parameters())) reader.read_model(s);
 
   auto expected = ckpt::SafetensorsFile::open(expected_file);
-  std::vector<int32_t> ids = i64_as_i32(expected, "input.input_ids");
-  std::vector<int32_t> types = i64_as_i32(expected, "input.token_type_ids");
-  std::vector<int32_t> attention = i64_as_i32(expected, "input.attention_mask");
+  std::vector<int32_t> ids = test::i64_as_i32(expected, "input.input_ids");
+  std::vector<int32_t> types = test::i64_as_i32(expected, "input.token_type_ids");
+  std::vector<int32_t> attention = test::i64_as_i32(expected, "input.attention_mask");
   const auto& shape = expected.info("input.input_ids").shape;
   const int64_t b = shape[0], s = shape[1];
   std::vector<uint8_t> padding(attention.begin(), attention.end());
@@ -98,7 +84,7 @@ LogitDifference normalised_logit_difference(const fs::path& checkpoint_folder, c
 class ConvertBert : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ConvertBert, ImportedCheckpointGivesHuggingFaceLogitsAndExportsBack) {
-  const fs::path fixture = bert_fixture(GetParam());
+  const fs::path fixture = test::shared_hf_fixture("megatron-bert", GetParam());
   if (fixture.empty()) GTEST_SKIP() << "HF Megatron-BERT fixture not found";
   test::ScratchDir dir;
   convert::LayoutOptions layout;
@@ -117,7 +103,7 @@ TEST_P(ConvertBert, ImportedCheckpointGivesHuggingFaceLogitsAndExportsBack) {
   convert::reshard(dir / "ckpt", std::nullopt, dir / "single", single, true);
   convert::ExportOptions options;
   convert::export_hf(dir / "single", dir / "exported", options);
-  test::expect_same_tensors(bert_fixture("hf"), dir / "exported");
+  test::expect_same_tensors(test::shared_hf_fixture("megatron-bert", "hf"), dir / "exported");
   const auto config = convert::read_hf_config_json((dir / "exported").string());
   EXPECT_EQ(config["model_type"], "megatron-bert");
   EXPECT_EQ(config["vocab_size"], 1000);
@@ -129,7 +115,7 @@ INSTANTIATE_TEST_SUITE_P(Fixture, ConvertBert, ::testing::Values("hf", "hf-shard
 
 TEST(ConvertBertErrors, UnsupportedConfigFieldsAreNamed) {
   int64_t vocab = 0;
-  nlohmann::json c = convert::read_hf_config_json(bert_fixture("hf").string());
+  nlohmann::json c = convert::read_hf_config_json(test::shared_hf_fixture("megatron-bert", "hf").string());
   c["hidden_act"] = "relu";
   try {
     models::megatron_bert_model_keys_from_hf(c, "x/config.json", vocab);

@@ -22,13 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path llama_fixture(const char* which) {
-  const fs::path dir = test::shared_dir() / "fixtures/hf/llama" / which;
-  if (fs::exists(dir / "config.json")) return dir;
-  if (test::fixtures_required()) ADD_FAILURE() << "HF Llama fixture missing: " << dir;
-  return {};
-}
-
 // max |ours - HF| / max |HF| over every logit of the fixture's batch.
 double normalised_logit_difference(const fs::path& checkpoint_folder, const fs::path& expected_file) {
   ckpt::CheckpointReader reader(checkpoint_folder);
@@ -73,7 +66,7 @@ double normalised_logit_difference(const fs::path& checkpoint_folder, const fs::
 class ConvertLlama : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ConvertLlama, ImportedCheckpointGivesHuggingFaceLogitsAndExportsBack) {
-  const fs::path fixture = llama_fixture(GetParam());
+  const fs::path fixture = test::shared_hf_fixture("llama", GetParam());
   if (fixture.empty()) GTEST_SKIP() << "HF Llama fixture not found";
   test::ScratchDir dir;
   convert::LayoutOptions layout;
@@ -86,7 +79,7 @@ TEST_P(ConvertLlama, ImportedCheckpointGivesHuggingFaceLogitsAndExportsBack) {
 
   convert::ExportOptions options;
   convert::export_hf(dir / "ckpt", dir / "exported", options);
-  test::expect_same_tensors(llama_fixture("hf"), dir / "exported");
+  test::expect_same_tensors(test::shared_hf_fixture("llama", "hf"), dir / "exported");
   const auto config = convert::read_hf_config_json((dir / "exported").string());
   EXPECT_EQ(config["model_type"], "llama");
   EXPECT_EQ(config["num_key_value_heads"], 2);
@@ -98,7 +91,7 @@ INSTANTIATE_TEST_SUITE_P(Fixture, ConvertLlama, ::testing::Values("hf", "hf-shar
 
 // What Tessera cannot represent is refused naming the file and field.
 TEST(ConvertLlamaErrors, UnsupportedConfigFieldsAreNamed) {
-  const fs::path fixture = llama_fixture("hf");
+  const fs::path fixture = test::shared_hf_fixture("llama", "hf");
   if (fixture.empty()) GTEST_SKIP() << "HF Llama fixture not found";
   std::ifstream in(fixture / "config.json");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

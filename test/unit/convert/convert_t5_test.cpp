@@ -25,20 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path t5_fixture(const char* which) {
-  const fs::path dir = test::shared_dir() / "fixtures/hf/t5" / which;
-  if (fs::exists(dir / "config.json")) return dir;
-  if (test::fixtures_required()) ADD_FAILURE() << "HF T5 fixture missing: " << dir;
-  return {};
-}
-
-std::vector<int32_t> i64_as_i32(const ckpt::SafetensorsFile& file, const std::string& name) {
-  auto bytes = file.raw(name);
-  std::vector<int64_t> wide(bytes.size() / 8);
-  std::memcpy(wide.data(), bytes.data(), bytes.size());
-  return std::vector<int32_t>(wide.begin(), wide.end());
-}
-
 // max |ours - HF| over the decoder logits of the fixture's inputs, and max |HF|.
 std::pair<double, double> logit_difference(const fs::path& checkpoint_folder, const fs::path& expected_file) {
   ckpt::CheckpointReader reader(checkpoint_folder);
@@ -50,8 +36,8 @@ std::pair<double, double> logit_difference(const fs::path& checkpoint_folder, co
   for (const ckpt::TensorShard& s : ckpt::model_shards(model.parameters())) reader.read_model(s);
 
   auto expected = ckpt::SafetensorsFile::open(expected_file);
-  std::vector<int32_t> ids = i64_as_i32(expected, "input.input_ids");
-  std::vector<int32_t> decoder = i64_as_i32(expected, "input.decoder_input_ids");
+  std::vector<int32_t> ids = test::i64_as_i32(expected, "input.input_ids");
+  std::vector<int32_t> decoder = test::i64_as_i32(expected, "input.decoder_input_ids");
   const auto& shape = expected.info("input.input_ids").shape;
   const auto& dshape = expected.info("input.decoder_input_ids").shape;
   const int64_t b = shape[0], s = shape[1], sd = dshape[1];
@@ -81,7 +67,7 @@ struct Case {
 class ConvertT5 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ConvertT5, ImportedCheckpointGivesHuggingFaceLogitsAndExportsBack) {
-  const fs::path fixture = t5_fixture(GetParam().fixture);
+  const fs::path fixture = test::shared_hf_fixture("t5", GetParam().fixture);
   if (fixture.empty()) GTEST_SKIP() << "HF T5 fixture not found";
   test::ScratchDir dir;
   convert::LayoutOptions layout;
@@ -100,7 +86,7 @@ TEST_P(ConvertT5, ImportedCheckpointGivesHuggingFaceLogitsAndExportsBack) {
   convert::reshard(dir / "ckpt", std::nullopt, dir / "single", single, true);
   convert::ExportOptions options;
   convert::export_hf(dir / "single", dir / "exported", options);
-  test::expect_same_tensors(t5_fixture("hf"), dir / "exported");
+  test::expect_same_tensors(test::shared_hf_fixture("t5", "hf"), dir / "exported");
   const auto config = convert::read_hf_config_json((dir / "exported").string());
   EXPECT_EQ(config["model_type"], "t5");
   EXPECT_EQ(config["vocab_size"], 1000);
@@ -117,7 +103,7 @@ INSTANTIATE_TEST_SUITE_P(Fixture, ConvertT5, ::testing::Values(Case{"hf", 1}, Ca
 
 TEST(ConvertT5Errors, UnsupportedConfigFieldsAreNamed) {
   int64_t vocab = 0;
-  const fs::path fixture = t5_fixture("hf");
+  const fs::path fixture = test::shared_hf_fixture("t5", "hf");
   if (fixture.empty()) GTEST_SKIP() << "HF T5 fixture not found";
   nlohmann::json c = convert::read_hf_config_json(fixture.string());
   c["feed_forward_proj"] = "gated-silu";

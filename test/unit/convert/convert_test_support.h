@@ -1,14 +1,17 @@
-// Shared helpers of the converter tests: the GPT-2 fixture (a missing fixture fails under CI or
-// TESSERA_SHARED_DIR, else skips), scratch folders, bitwise comparison of HF checkpoints, and
+// Shared helpers of the converter tests: the GPT-2 fixture and the other families' HF fixture
+// folders (a missing fixture fails under CI or TESSERA_SHARED_DIR, else skips), i64 ids as i32, scratch folders, bitwise comparison of HF checkpoints, and
 // writing damaged copies of the fixture.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "test_paths.h"
 #include "tessera/ckpt/safetensors.h"
@@ -29,6 +32,23 @@ inline fs::path gpt2_fixture() {
   if (fs::exists(dir / "model.safetensors")) return dir;
   if (fixtures_required()) ADD_FAILURE() << "HF fixture missing: " << dir << " (TESSERA_SHARED_DIR or CI is set)";
   return {};
+}
+
+// The folder `which` (hf, hf_sharded, ...) of the HF fixture family folder `family` below
+// ../shared/fixtures/hf (megatron-bert, t5, llama), or "" after ADD_FAILURE when fixtures are required.
+inline fs::path shared_hf_fixture(const std::string& family, const std::string& which) {
+  const fs::path dir = shared_dir() / "fixtures/hf" / family / which;
+  if (fs::exists(dir / "config.json")) return dir;
+  if (fixtures_required()) ADD_FAILURE() << "HF " << family << " fixture missing: " << dir;
+  return {};
+}
+
+// An i64 tensor of a fixture's expected.safetensors (token ids, masks) as i32.
+inline std::vector<int32_t> i64_as_i32(const ckpt::SafetensorsFile& file, const std::string& name) {
+  const auto bytes = file.raw(name);
+  std::vector<int64_t> wide(bytes.size() / 8);
+  std::memcpy(wide.data(), bytes.data(), wide.size() * 8);
+  return std::vector<int32_t>(wide.begin(), wide.end());
 }
 
 // The fixture's shape (public: 2 layers, hidden 32, 4 heads) and the TP x PP it allows, as close
