@@ -47,6 +47,31 @@ std::vector<std::string> data_path_strings(const std::vector<DataPathEntry>& ent
 }  // namespace
 
 namespace {
+// The train / valid / test sources of a dataset whose documents data.split divides (BERT, T5): each
+// split's share of the documents, its requested sample count and the base seed + the split's index;
+// ConfigError when the training split gets no documents.
+template <typename Dataset, typename DatasetConfig>
+void split_documents(const Config& config, const std::shared_ptr<const data::IndexedDataset>& dataset,
+                     const DatasetConfig& base, const std::string& path, TrainingData& result) {
+  const auto& t = config.training;
+  const int64_t eval_interval = t.eval_interval > 0 ? t.eval_interval : t.train_iters;
+  const auto counts = data::requested_sample_counts(t.train_iters, t.global_batch_size, eval_interval,
+                                                    std::max<int64_t>(t.eval_iters, 1));
+  const auto bookends = data::split_bookends(data::parse_split(config.data.split));
+  std::shared_ptr<const data::SampleSource>* targets[3] = {&result.train, &result.valid, &result.test};
+  for (int split = 0; split < 3; ++split) {
+    if (!bookends[static_cast<size_t>(split)]) continue;
+    const auto [first, end] = data::split_range(*bookends[static_cast<size_t>(split)], dataset->document_count());
+    if (first == end) continue;
+    DatasetConfig c = base;
+    c.num_samples = counts[static_cast<size_t>(split)];
+    c.seed = base.seed + static_cast<uint64_t>(split);
+    *targets[split] = std::make_shared<Dataset>(dataset, first, end, std::move(c),
+                                                path + " (" + data::split_name(static_cast<data::Split>(split)) + " split)");
+  }
+  if (!result.train) TESSERA_CONFIG_FAIL("data.split = \"", config.data.split, "\" gives the training split no data");
+}
+
 // BERT: BertDataset over one sentence-split data_path prefix, its documents split by data.split.
 TrainingData build_bert_data(const Config& config) {
   const auto& d = config.data;
@@ -77,22 +102,7 @@ TrainingData build_bert_data(const Config& config) {
   bert.continuation.resize(static_cast<size_t>(result.vocab_size));
   for (int64_t id = 0; id < result.vocab_size; ++id)
     bert.continuation[static_cast<size_t>(id)] = wordpiece->id_to_token(static_cast<int32_t>(id)).starts_with("##");
-  const int64_t eval_interval = t.eval_interval > 0 ? t.eval_interval : t.train_iters;
-  const auto counts = data::requested_sample_counts(t.train_iters, t.global_batch_size, eval_interval,
-                                                    std::max<int64_t>(t.eval_iters, 1));
-  const auto bookends = data::split_bookends(data::parse_split(d.split));
-  std::shared_ptr<const data::SampleSource>* targets[3] = {&result.train, &result.valid, &result.test};
-  for (int split = 0; split < 3; ++split) {
-    if (!bookends[static_cast<size_t>(split)]) continue;
-    const auto [first, end] = data::split_range(*bookends[static_cast<size_t>(split)], dataset->document_count());
-    if (first == end) continue;
-    data::BertDatasetConfig c = bert;
-    c.num_samples = counts[static_cast<size_t>(split)];
-    c.seed = bert.seed + static_cast<uint64_t>(split);
-    *targets[split] = std::make_shared<data::BertDataset>(dataset, first, end, std::move(c),
-                                                          paths[0] + " (" + data::split_name(static_cast<data::Split>(split)) + " split)");
-  }
-  if (!result.train) TESSERA_CONFIG_FAIL("data.split = \"", d.split, "\" gives the training split no data");
+  split_documents<data::BertDataset>(config, dataset, bert, paths[0], result);
   result.description = "BERT samples from " + paths[0] + ", tokenizer " + d.tokenizer_type + " (vocab " +
                        std::to_string(result.vocab_size) + "), split " + d.split;
   return result;
@@ -141,22 +151,7 @@ TrainingData build_t5_data(const Config& config) {
   t5.seed = static_cast<uint64_t>(t.seed);
   t5.mask_prob = d.mask_prob;
   t5.short_seq_prob = d.short_seq_prob;
-  const int64_t eval_interval = t.eval_interval > 0 ? t.eval_interval : t.train_iters;
-  const auto counts = data::requested_sample_counts(t.train_iters, t.global_batch_size, eval_interval,
-                                                    std::max<int64_t>(t.eval_iters, 1));
-  const auto bookends = data::split_bookends(data::parse_split(d.split));
-  std::shared_ptr<const data::SampleSource>* targets[3] = {&result.train, &result.valid, &result.test};
-  for (int split = 0; split < 3; ++split) {
-    if (!bookends[static_cast<size_t>(split)]) continue;
-    const auto [first, end] = data::split_range(*bookends[static_cast<size_t>(split)], dataset->document_count());
-    if (first == end) continue;
-    data::T5DatasetConfig c = t5;
-    c.num_samples = counts[static_cast<size_t>(split)];
-    c.seed = t5.seed + static_cast<uint64_t>(split);
-    *targets[split] = std::make_shared<data::T5Dataset>(dataset, first, end, std::move(c),
-                                                        paths[0] + " (" + data::split_name(static_cast<data::Split>(split)) + " split)");
-  }
-  if (!result.train) TESSERA_CONFIG_FAIL("data.split = \"", d.split, "\" gives the training split no data");
+  split_documents<data::T5Dataset>(config, dataset, t5, paths[0], result);
   result.description = "T5 samples from " + paths[0] + ", tokenizer " + d.tokenizer_type + " (vocab " +
                        std::to_string(result.vocab_size) + ", " + std::to_string(t5.sentinels.size()) +
                        " sentinels), split " + d.split;
