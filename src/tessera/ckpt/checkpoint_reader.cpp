@@ -9,6 +9,7 @@
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/common_checksum.h"
 #include "tessera/ckpt/h5_verified_read.h"
+#include "tessera/ckpt/shard_header.h"
 #include "tessera/ckpt/stored_layout_check.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/half.h"
@@ -76,7 +77,8 @@ void CheckpointReader::read_common(const fs::path& common) {
   common_ = h5_open_file_read(common.string());
   hid_t root = common_.get();
   int64_t version = h5_attr_int(root, "format_version");
-  TESSERA_CHECK(version == 1, common.string(), ": format_version ", version, " is not supported (this build reads 1)");
+  TESSERA_CHECK(version == kShardFormatVersion, common.string(), ": format_version ", version,
+                " is not supported (this build reads ", kShardFormatVersion, ")");
   iteration_ = h5_attr_int(root, "iteration");
   saved_layout_.tp_size = static_cast<int>(h5_attr_int(root, "tp_size"));
   saved_layout_.pp_size = static_cast<int>(h5_attr_int(root, "pp_size"));

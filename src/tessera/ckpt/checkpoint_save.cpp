@@ -11,6 +11,7 @@
 #include "tessera/ckpt/collective_errors.h"
 #include "tessera/ckpt/common_checksum.h"
 #include "tessera/ckpt/h5_file.h"
+#include "tessera/ckpt/shard_header.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/logging.h"
 
@@ -20,30 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int64_t kFormatVersion = 1;
-
 void write_header(hid_t file, const SaveRequest& r) {
-  const ShardCoordinates& c = r.coords;
-  h5_set_attr(file, "format", std::string("tessera-checkpoint"));
-  h5_set_attr(file, "format_version", kFormatVersion);
-  h5_set_attr(file, "checkpoint_version", 3.0);  // Megatron's legacy checkpoint version, for orientation
-  h5_set_attr(file, "tessera_version", std::string(TESSERA_VERSION));
-  unsigned major = 0, minor = 0, release = 0;
-  TESSERA_H5_CHECK(H5get_libversion(&major, &minor, &release), "HDF5 version");
-  h5_set_attr(file, "hdf5_version",
-              std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release));
-  h5_set_attr(file, "iteration", r.iteration);
-  h5_set_attr(file, "tp_rank", int64_t{c.tp_rank});
-  h5_set_attr(file, "tp_size", int64_t{c.tp_size});
-  h5_set_attr(file, "pp_rank", int64_t{c.pp_rank});
-  h5_set_attr(file, "pp_size", int64_t{c.pp_size});
-  h5_set_attr(file, "ep_rank", int64_t{c.ep_rank});
-  h5_set_attr(file, "ep_size", int64_t{c.ep_size});
-  h5_set_attr(file, "dp_rank", int64_t{c.dp_rank});
-  h5_set_attr(file, "dp_size", int64_t{c.dp_size});
-  h5_set_attr(file, "world_size", int64_t{c.world_size});
-  h5_set_attr(file, "params_dtype", r.metadata.params_dtype);
-  h5_set_attr(file, "distributed_optimizer", int64_t{r.optimizer && r.optimizer->distributed ? 1 : 0});
+  write_shard_header(file, r.iteration, r.coords, r.metadata.params_dtype, r.optimizer && r.optimizer->distributed);
 }
 
 void set_layout_attrs(hid_t dataset, const TensorShard& shard) {

@@ -9,6 +9,7 @@
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/common_checksum.h"
 #include "tessera/ckpt/h5_file.h"
+#include "tessera/ckpt/shard_header.h"
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
 
@@ -44,26 +45,7 @@ namespace {
 
 void write_header(hid_t file, int64_t iteration, const ckpt::ShardCoordinates& c, DType params_dtype,
                   bool distributed) {
-  using ckpt::h5_set_attr;
-  h5_set_attr(file, "format", std::string("tessera-checkpoint"));
-  h5_set_attr(file, "format_version", int64_t{1});
-  h5_set_attr(file, "checkpoint_version", 3.0);
-  h5_set_attr(file, "tessera_version", std::string(TESSERA_VERSION));
-  unsigned major = 0, minor = 0, release = 0;
-  TESSERA_H5_CHECK(H5get_libversion(&major, &minor, &release), "HDF5 version");
-  h5_set_attr(file, "hdf5_version", std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release));
-  h5_set_attr(file, "iteration", iteration);
-  h5_set_attr(file, "tp_rank", int64_t{c.tp_rank});
-  h5_set_attr(file, "tp_size", int64_t{c.tp_size});
-  h5_set_attr(file, "pp_rank", int64_t{c.pp_rank});
-  h5_set_attr(file, "pp_size", int64_t{c.pp_size});
-  h5_set_attr(file, "ep_rank", int64_t{c.ep_rank});
-  h5_set_attr(file, "ep_size", int64_t{c.ep_size});
-  h5_set_attr(file, "dp_rank", int64_t{c.dp_rank});
-  h5_set_attr(file, "dp_size", int64_t{c.dp_size});
-  h5_set_attr(file, "world_size", int64_t{c.world_size});
-  h5_set_attr(file, "params_dtype", std::string(dtype_name(params_dtype)));
-  h5_set_attr(file, "distributed_optimizer", int64_t{distributed ? 1 : 0});
+  ckpt::write_shard_header(file, iteration, c, std::string(dtype_name(params_dtype)), distributed);
 }
 
 std::string nonce() {
