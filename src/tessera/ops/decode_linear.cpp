@@ -36,19 +36,21 @@ void check(const char* op, const Tensor& in, const DecodeLinear& d, const Tensor
 }
 }  // namespace
 
+namespace {
+// An A/B switch for measurements: on unless the environment variable is "0".
+bool switch_on(const char* variable) {
+  const char* v = std::getenv(variable);
+  return !(v && std::strcmp(v, "0") == 0);
+}
+}  // namespace
+
 bool decode_fusion_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TESSERA_DECODE_FUSION");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool enabled = switch_on("TESSERA_DECODE_FUSION");
   return enabled;
 }
 
 bool decode_programmatic_launch() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TESSERA_DECODE_PDL");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
+  static const bool enabled = switch_on("TESSERA_DECODE_PDL");
   return enabled;
 }
 

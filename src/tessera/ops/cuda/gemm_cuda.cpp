@@ -17,16 +17,16 @@
 
 namespace tessera::ops::cuda {
 
-namespace {
-
-cudaDataType_t cuda_type(DType t) {
+cudaDataType_t cuda_data_type(DType t) {
   switch (t) {
     case DType::f32: return CUDA_R_32F;
     case DType::bf16: return CUDA_R_16BF;
     case DType::f16: return CUDA_R_16F;
-    default: TESSERA_FAIL("cuBLASLt GEMM: dtype ", dtype_name(t), " is not supported (f32, bf16, f16)");
+    default: TESSERA_FAIL("cuBLAS GEMM: dtype ", dtype_name(t), " is not supported (f32, bf16, f16)");
   }
 }
+
+namespace {
 
 uint32_t pointer_alignment(const void* p) {
   const auto address = reinterpret_cast<uintptr_t>(p);
@@ -74,13 +74,13 @@ std::optional<Plan> build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n,
   if (epilogue_kind != kNoEpilogue) {
     const cublasLtEpilogue_t epilogue = epilogue_kind == kBias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    const cudaDataType_t bias_type = epilogue_kind == kBias ? cuda_type(c) : CUDA_R_32F;
+    const cudaDataType_t bias_type = epilogue_kind == kBias ? cuda_data_type(c) : CUDA_R_32F;
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                         sizeof(bias_type)));
   }
-  plan.a = make_layout(cuda_type(ab), trans_a ? k : m, trans_a ? m : k, lda, batch, stride_a);
-  plan.b = make_layout(cuda_type(ab), trans_b ? n : k, trans_b ? k : n, ldb, batch, stride_b);
-  plan.c = make_layout(cuda_type(c), m, n, ldc, batch, stride_c);
+  plan.a = make_layout(cuda_data_type(ab), trans_a ? k : m, trans_a ? m : k, lda, batch, stride_a);
+  plan.b = make_layout(cuda_data_type(ab), trans_b ? n : k, trans_b ? k : n, ldb, batch, stride_b);
+  plan.c = make_layout(cuda_data_type(c), m, n, ldc, batch, stride_c);
 
   cublasLtMatmulPreference_t preference = nullptr;
   TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));

@@ -3,11 +3,16 @@
 // f32 (the weight-gradient GEMM accumulating into the fp32 main grad with beta = 1). fp32 compute.
 // Plans (descriptors + heuristic algorithm) are cached by shape, dtypes and pointer alignment.
 #pragma once
+#include <library_types.h>
+
 #include <cstdint>
 
 #include "tessera/core/dtype.h"
 
 namespace tessera::ops::cuda {
+
+// The cuBLAS / cuBLASLt data type of a storage dtype (f32, bf16, f16); Error for any other.
+cudaDataType_t cuda_data_type(DType t);
 
 struct GemmDesc {
   bool trans_a = false, trans_b = false;

@@ -20,6 +20,7 @@
 #include "tessera/core/error.h"
 #include "tessera/ops/cuda/cuda_context.h"
 #include "tessera/ops/cuda/cuda_op_checks.h"
+#include "tessera/ops/cuda/gemm_cuda.h"
 #include "tessera/ops/cuda/ops_cuda.h"
 #include "tessera/ops/cuda/tp_ops_cuda.h"
 #include "tessera/ops/op_checks.h"
@@ -27,15 +28,6 @@
 namespace tessera::ops::cuda {
 
 namespace {
-
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::f32: return CUDA_R_32F;
-    case DType::bf16: return CUDA_R_16BF;
-    case DType::f16: return CUDA_R_16F;
-    default: TESSERA_FAIL("grouped GEMM: no cuBLAS type for ", dtype_name(t));
-  }
-}
 
 struct GroupedGemm {
   cublasHandle_t handle = nullptr;
@@ -98,8 +90,8 @@ bool run_grouped(const std::vector<Problem>& ps, DType ab, DType c_type, float b
   const void* const* db = const_cast<const void* const*>(dev + g.capacity);
   void* const* dc = dev + 2 * g.capacity;
   const cublasStatus_t rc = cublasGemmGroupedBatchedEx(
-      h, ta.data(), tb.data(), m.data(), nn.data(), k.data(), alpha.data(), da, cuda_type(ab), lda.data(), db,
-      cuda_type(ab), ldb.data(), betas.data(), dc, cuda_type(c_type), ldc.data(), static_cast<int>(n), size.data(),
+      h, ta.data(), tb.data(), m.data(), nn.data(), k.data(), alpha.data(), da, cuda_data_type(ab), lda.data(), db,
+      cuda_data_type(ab), ldb.data(), betas.data(), dc, cuda_data_type(c_type), ldc.data(), static_cast<int>(n), size.data(),
       CUBLAS_COMPUTE_32F);
   if (rc == CUBLAS_STATUS_SUCCESS) return true;
   if (may_refuse) return false;
