@@ -100,6 +100,21 @@ rank_placement() {
   done | sort -n
 }
 
+# crashed_before_start JOBID: the job failed because a rank jumped to address 0 (Open MPI's handler
+# reports "Failing at address: (nil)" with no frame past the signal trampoline, the signature of a
+# call through a null function pointer) before rank 0 printed tessera-train's arguments. Once in CI
+# (2026-12-02) the first two jobs of a freshly started cluster died so, inside the MPI start-up of
+# this one-host fake two-node cluster (both nodes' ranks share one kernel and loopback); not
+# reproduced here (two CI-ordered suite starts, 35 srun jobs under load or beside the one-node
+# cluster's jobs of the same ids). Tessera calls no raw function pointer before that print, so such
+# a job says nothing about training: it is submitted once more, loudly. Any other failure, or the
+# same crash twice, fails the case.
+crashed_before_start() {
+  local out=$WORK/job-$1.out
+  [[ $(job_field "$1" JobState) != COMPLETED ]] && grep -q "Failing at address: (nil)" "$out" &&
+    ! grep -q "\] \[ 1\] " "$out" && ! grep -q -- "-- arguments --" "$out"
+}
+
 # train_two_nodes WHAT SET_ARGS...: train-gpt.sbatch on -N2 --ntasks-per-node=2 with tiny-gpt.toml; must
 # complete, print both nodes' layout, and match `mpirun -np 4` of the same config exactly and a
 # one-rank run within 1e-6
@@ -107,6 +122,12 @@ train_two_nodes() {
   local what=$1
   shift
   submit_and_wait jid -N2 --ntasks-per-node=2 "${CPU_OPTS[@]}" "$JOBS/train-gpt.sbatch" "$CONFIGS/tiny-gpt.toml" "$@"
+  if crashed_before_start "$jid"; then
+    job_out "$jid" >&2
+    echo "WARNING [$CASE]: job $jid: a rank called address 0 before tessera-train printed its arguments" \
+      "(the launch crash above); submitting the job once more" >&2
+    submit_and_wait jid -N2 --ntasks-per-node=2 "${CPU_OPTS[@]}" "$JOBS/train-gpt.sbatch" "$CONFIGS/tiny-gpt.toml" "$@"
+  fi
   expect_state "$jid" COMPLETED 0:0
   expect_out "$jid" "launch: srun --mpi=pmix --ntasks=4 --kill-on-bad-exit=1 $BIN/tessera-train "
   expect_out "$jid" "step finished with exit code 0"
