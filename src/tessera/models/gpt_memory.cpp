@@ -28,6 +28,7 @@ ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
   const int64_t probs = flash ? aligned(batch * heads * seq * 4) : aligned(batch * heads * seq * seq * d);
   const int64_t gelu_out = aligned(R * ffn * d);
   ActivationMemory m;
+  m.exact = c.num_experts == 0;
   // The output projections' results (and a row-parallel linear's partial sums) die at the residual
   // add: they live in LayerStack's scratch arena (nn/forward_scratch.h), not here.
   m.per_layer_none = layernorm + gathered() + aligned(R * (heads + 2 * groups) * hd * d) + aligned(R * heads * hd * d) +

@@ -76,6 +76,10 @@ struct ActivationMemory {
   int64_t kept_per_micro_batch_none = 0;  // the same without recomputation
   int64_t embedding_and_head = 0;      // of kept_per_micro_batch: embedding output, final norm, logits, losses
   int64_t workspace = 0;               // transient: a recomputed run's forward again + its backward, dlogits
+  // kept_per_micro_batch is, byte for byte, what the forward allocates in its arena (a dense GPT,
+  // checked by recompute_test); false where it is only a guide (MoE layers: routed token counts are
+  // known after the router runs).
+  bool exact = false;
 };
 
 // Mixture-of-experts router statistics of the training forwards on this rank's chunks, per model

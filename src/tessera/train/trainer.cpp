@@ -25,13 +25,12 @@ namespace tessera::train {
 namespace {
 using Clock = std::chrono::steady_clock;
 
-// The activation arena's first block: the estimate of what one micro-batch's forward keeps, where the
-// estimate is exact (a dense GPT: models/gpt_memory.cpp, checked against the arena by recompute_test);
-// 0 (64 MiB blocks, merged into one after the first step) for MoE layers, whose routed token counts
-// the estimate does not know, and for families without an estimate.
+// The activation arena's first block: the estimate of what one micro-batch's forward keeps where the
+// model says it is exact (ActivationMemory::exact); otherwise 0 (64 MiB blocks, merged into one after
+// the first step).
 size_t first_activation_block_bytes(const TrainingSetup& setup) {
-  if (setup.config.model.num_experts > 0) return 0;
-  return static_cast<size_t>(std::max<int64_t>(0, setup.memory.activation.kept_per_micro_batch));
+  const models::ActivationMemory& estimate = setup.memory.activation;
+  return estimate.exact ? static_cast<size_t>(std::max<int64_t>(0, estimate.kept_per_micro_batch)) : 0;
 }
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();

@@ -148,6 +148,9 @@ TEST(MoeGpt, BackwardMatchesFiniteDifferencesWithRouterLosses) {
     for (int64_t i = 0; i < all.numel(); ++i) v[i] += static_cast<float>(0.3 * jitter.normal(static_cast<uint64_t>(i)));
   }
   EXPECT_GE(model.parameters().index_of("decoder.layers.0.mlp.router.weight"), 0);
+  // The routed token counts are known after the router runs: the estimate is only a guide (the
+  // trainer does not presize its arena from it).
+  EXPECT_FALSE(model.activation_memory(seq, batch).exact);
   EXPECT_LT(model.parameters().index_of("decoder.layers.1.mlp.router.weight"), 0);  // dense layer 1
   EXPECT_GE(model.parameters().index_of("decoder.layers.1.mlp.linear_fc1.weight"), 0);
   auto tokens_host = test::random_tokens(batch, seq, vocab, 3);

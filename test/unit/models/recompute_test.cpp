@@ -156,6 +156,7 @@ TEST(Recompute, MemoryEstimateMatchesTheArena) {
                         recompute("full", "block", 1)}) {
     const RunResult r4 = run(4, c, 1), r2 = run(2, c, 1);
     const std::string what = std::string(nn::name(c.granularity)) + " " + nn::name(c.method);
+    EXPECT_TRUE(r4.estimate.exact) << what;
     EXPECT_EQ(static_cast<int64_t>(r4.forward_bytes), r4.estimate.kept_per_micro_batch) << what;
     EXPECT_EQ(static_cast<int64_t>(r2.forward_bytes), r2.estimate.kept_per_micro_batch) << what;
     EXPECT_EQ(r4.estimate.per_layer_none, static_cast<int64_t>(run(4, recompute("none"), 1).forward_bytes -
