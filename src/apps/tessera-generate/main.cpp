@@ -25,6 +25,34 @@ using namespace tessera;
 
 namespace {
 
+// The prompts of --prompts-file, then every --prompt.
+std::vector<generate::Prompt> gather_prompts(const std::string& prompts_file, const std::vector<std::string>& texts,
+                                             const data::Tokenizer* tokenizer, bool add_bos, int64_t eod) {
+  std::vector<generate::Prompt> prompts;
+  if (!prompts_file.empty()) prompts = generate::read_prompts_file(prompts_file, tokenizer, add_bos, eod);
+  for (const auto& t : texts) prompts.push_back(generate::text_prompt(t, tokenizer, add_bos, eod, "--prompt"));
+  return prompts;
+}
+
+// One row per prompt (generate::output_row) into --output, or else onto rows_fd (the original stdout).
+void write_rows(const std::vector<generate::Prompt>& prompts, const std::vector<generate::GenerationResult>& results,
+                const data::Tokenizer* tokenizer, const std::string& output, int rows_fd) {
+  std::string text;
+  for (size_t i = 0; i < prompts.size(); ++i) text += generate::output_row(prompts[i], results[i], tokenizer) + "\n";
+  if (!output.empty()) {
+    std::ofstream file(output);
+    file << text;
+    file.flush();
+    if (!file) TESSERA_CONFIG_FAIL("--output ", output, ": cannot write");
+    return;
+  }
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(rows_fd, text.data() + done, text.size() - done);
+    if (n <= 0) TESSERA_FAIL("writing the output to stdout failed");
+    done += static_cast<size_t>(n);
+  }
+}
+
 int generate_main(int argc, char** argv) {
   po::options_description options("tessera-generate options");
   options.add_options()("help,h", "print this help and exit")("version", "print the version and exit")(
@@ -102,28 +130,11 @@ int generate_main(int argc, char** argv) {
     if (vm.count("temperature") || vm.count("top-k") || vm.count("top-p")) request.sampling.top_k = 0;
     request.num_beams = vm["num-beams"].as<int64_t>();
     request.stop_token = vm.count("no-stop") ? -1 : vm.count("stop-token") ? vm["stop-token"].as<int64_t>() : setup->eod;
-    std::vector<generate::Prompt> prompts;
     const data::Tokenizer* tokenizer = setup->tokenizer.get();
-    if (!prompts_file.empty()) prompts = generate::read_prompts_file(prompts_file, tokenizer, false, setup->eod);
-    for (const auto& t : texts) prompts.push_back(generate::text_prompt(t, tokenizer, false, setup->eod, "--prompt"));
+    const auto prompts = gather_prompts(prompts_file, texts, tokenizer, false, setup->eod);
     for (const auto& p : prompts) request.prompts.push_back(p.ids);
     generate::validate_t5(request, setup->t5->vocab_size(), "tessera-generate");
-    const auto results = generate::t5_greedy(*setup->t5, request);
-    std::string text;
-    for (size_t i = 0; i < prompts.size(); ++i) text += generate::output_row(prompts[i], results[i], tokenizer) + "\n";
-    const std::string output = vm["output"].as<std::string>();
-    if (!output.empty()) {
-      std::ofstream file(output);
-      file << text;
-      file.flush();
-      if (!file) TESSERA_CONFIG_FAIL("--output ", output, ": cannot write");
-      return 0;
-    }
-    for (size_t done = 0; done < text.size();) {
-      const ssize_t n = write(rows_fd, text.data() + done, text.size() - done);
-      if (n <= 0) TESSERA_FAIL("writing the output to stdout failed");
-      done += static_cast<size_t>(n);
-    }
+    write_rows(prompts, generate::t5_greedy(*setup->t5, request), tokenizer, vm["output"].as<std::string>(), rows_fd);
     return 0;
   }
   const int64_t pad = setup->eod >= 0 ? setup->eod : 0;
@@ -167,10 +178,8 @@ int generate_main(int argc, char** argv) {
   const bool add_bos = vm.count("add-bos") > 0;
   if (add_bos && setup->eod < 0) TESSERA_CONFIG_FAIL("--add-bos needs an end-of-document token (a tokenizer or HF eos_token_id)");
 
-  std::vector<generate::Prompt> prompts;
   const data::Tokenizer* tokenizer = setup->tokenizer.get();
-  if (!prompts_file.empty()) prompts = generate::read_prompts_file(prompts_file, tokenizer, add_bos, setup->eod);
-  for (const auto& t : texts) prompts.push_back(generate::text_prompt(t, tokenizer, add_bos, setup->eod, "--prompt"));
+  const auto prompts = gather_prompts(prompts_file, texts, tokenizer, add_bos, setup->eod);
   for (const auto& p : prompts) request.prompts.push_back(p.ids);
   try {
     generate::validate(request, setup->gpt->vocab_size(), generator.max_length(), "tessera-generate");
@@ -191,22 +200,7 @@ int generate_main(int argc, char** argv) {
   for (const auto& r : results) new_tokens += static_cast<int64_t>(r.output_ids.size()) - r.prompt_length;
   log::info("{\"benchmark\": \"tessera-generate\", \"batch\": ", results.size(), ", \"new_tokens\": ", new_tokens,
             ", \"seconds\": ", seconds, ", \"tok_s\": ", seconds > 0 ? new_tokens / seconds : 0.0, "}");
-
-  std::string text;
-  for (size_t i = 0; i < prompts.size(); ++i) text += generate::output_row(prompts[i], results[i], tokenizer) + "\n";
-  const std::string output = vm["output"].as<std::string>();
-  if (!output.empty()) {
-    std::ofstream file(output);
-    file << text;
-    file.flush();
-    if (!file) TESSERA_CONFIG_FAIL("--output ", output, ": cannot write");
-    return 0;
-  }
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = write(rows_fd, text.data() + done, text.size() - done);
-    if (n <= 0) TESSERA_FAIL("writing the output to stdout failed");
-    done += static_cast<size_t>(n);
-  }
+  write_rows(prompts, results, tokenizer, vm["output"].as<std::string>(), rows_fd);
   return 0;
 }
 
