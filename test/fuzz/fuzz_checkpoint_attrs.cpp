@@ -52,6 +52,12 @@ const Target kTargets[] = {
     {"mp_rank_00_000.h5", "/optimizer/exp_avg/decoder.layers.0.mlp.linear_fc1.weight", "count"},
     {"mp_rank_00_000.h5", "/optimizer/exp_avg/decoder.layers.0.mlp.linear_fc1.weight", "global_shape"},
     {"mp_rank_00_000.h5", "/optimizer", "step"},
+    // The groups' piece index (ckpt/piece_index.h): its words edited, or the index deleted so that
+    // the edits of the datasets' own attributes above are what the reader reads.
+    {"mp_rank_00_000.h5", "/model", "piece_index"},
+    {"mp_rank_00_000.h5", "/optimizer/exp_avg", "piece_index"},
+    {"mp_rank_00_000.h5", "/model", "-piece_index"},
+    {"mp_rank_00_000.h5", "/optimizer/exp_avg", "-piece_index"},
     {"common.h5", "/", "tp_size"},
     {"common.h5", "/", "world_size"},
     {"common.h5", "/progress", "iteration"},
@@ -60,18 +66,21 @@ const Target kTargets[] = {
     {"common.h5", "/model_info", "hidden_size"},
 };
 
-// Sets element (value >> 56) of the int64 attribute to value (an attribute that is not int64 is left).
+// Sets element (value >> 56) of the int64 attribute to value (an attribute that is not int64 is left);
+// an attribute name "-NAME" deletes NAME.
 void edit(const fs::path& folder, const Target& t, int64_t value) {
   hid_t file = H5Fopen((folder / t.file).c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   if (file < 0) return;
   hid_t object = H5Oopen(file, t.object, H5P_DEFAULT);
-  if (object >= 0) {
+  if (object >= 0 && t.attribute[0] == '-') {
+    if (H5Aexists(object, t.attribute + 1) > 0) H5Adelete(object, t.attribute + 1);
+  } else if (object >= 0) {
     hid_t attr = H5Aopen(object, t.attribute, H5P_DEFAULT);
     if (attr >= 0) {
       hid_t space = H5Aget_space(attr);
       hssize_t n = H5Sget_simple_extent_npoints(space);
       hid_t type = H5Aget_type(attr);
-      if (n > 0 && n < 64 && H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 8) {
+      if (n > 0 && n < 4096 && H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 8) {
         std::vector<int64_t> values(static_cast<size_t>(n));
         if (H5Aread(attr, H5T_NATIVE_INT64, values.data()) >= 0) {
           values[static_cast<size_t>((static_cast<uint64_t>(value) >> 56) % static_cast<uint64_t>(n))] = value;
@@ -82,8 +91,8 @@ void edit(const fs::path& folder, const Target& t, int64_t value) {
       H5Sclose(space);
       H5Aclose(attr);
     }
-    H5Oclose(object);
   }
+  if (object >= 0) H5Oclose(object);
   H5Fclose(file);
 }
 

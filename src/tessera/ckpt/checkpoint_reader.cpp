@@ -9,6 +9,7 @@
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/common_checksum.h"
 #include "tessera/ckpt/h5_verified_read.h"
+#include "tessera/ckpt/piece_index.h"
 #include "tessera/ckpt/shard_header.h"
 #include "tessera/ckpt/stored_layout_check.h"
 #include "tessera/core/buffer.h"
@@ -18,15 +19,6 @@
 namespace tessera::ckpt {
 
 namespace fs = std::filesystem;
-
-namespace {
-
-Shape attr_shape(hid_t dataset, const char* name) {
-  std::vector<int64_t> v = h5_attr_ints(dataset, name);
-  return Shape(v.begin(), v.end());
-}
-
-}  // namespace
 
 CheckpointReader::CheckpointReader(const fs::path& folder) : folder_(folder) {
   h5_quiet();
@@ -133,30 +125,35 @@ void CheckpointReader::index_file(size_t file_index, const std::string& file_nam
 }
 
 void CheckpointReader::index_group(size_t file_index, hid_t group, const std::string& path, const std::string& kind) {
-  for (const std::string& name : h5_list(group)) {
-    H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(group, name.c_str(), H5P_DEFAULT), file_names_[file_index], ": ", path,
-                                  "/", name));
+  const std::vector<H5Link> links = h5_list_links(group);
+  const std::optional<std::vector<StoredPiece>> indexed = read_piece_index(group, links);  // piece_index.h
+  for (size_t i = 0; i < links.size(); ++i) {
+    const std::string& name = links[i].name;
     Piece p;
     p.file = file_index;
     p.path = path + "/" + name;
-    p.dtype = h5_dataset_dtype(dataset.get());
-    p.global_shape = attr_shape(dataset.get(), "global_shape");
-    p.local_shape = attr_shape(dataset.get(), "local_shape");
-    const int64_t split_axis = h5_attr_int(dataset.get(), "split_axis");
-    p.split_offset = h5_attr_int(dataset.get(), "split_offset");
-    bool sliced = h5_has_attr(dataset.get(), "flat_offset");
-    p.flat_offset = sliced ? h5_attr_int(dataset.get(), "flat_offset") : 0;
-    check_stored_layout((folder_ / file_names_[file_index]).string() + ": " + p.path, p.global_shape, p.local_shape,
-                        split_axis, p.split_offset, p.flat_offset,
-                        sliced ? h5_attr_int(dataset.get(), "count") : 0);
-    p.split_axis = static_cast<int>(split_axis);
-    p.count = sliced ? h5_attr_int(dataset.get(), "count") : shape_numel(p.local_shape);
-    TESSERA_CHECK(shape_numel(h5_dataset_shape(dataset.get())) == p.count, file_names_[file_index], ": ", p.path,
-                  " holds ", shape_numel(h5_dataset_shape(dataset.get())), " elements, its count says ", p.count);
-    if (h5_has_attr(dataset.get(), "checksum8")) {
-      p.data_offset = h5_direct_offset(dataset.get(), p.dtype, static_cast<size_t>(p.count) * dtype_size(p.dtype));
-      if (p.data_offset >= 0) p.checksum8 = static_cast<uint64_t>(h5_attr_int(dataset.get(), "checksum8"));
+    p.indexed = indexed.has_value();
+    StoredPiece s;
+    if (indexed) {
+      s = (*indexed)[i];
+    } else {
+      H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(group, name.c_str(), H5P_DEFAULT), file_names_[file_index], ": ", path,
+                                    "/", name));
+      s = describe_stored_piece(dataset.get());
     }
+    check_stored_layout((folder_ / file_names_[file_index]).string() + ": " + p.path, s.global_shape, s.local_shape,
+                        s.split_axis, s.split_offset, s.flat_offset, s.sliced ? s.count : 0);
+    p.count = s.sliced ? s.count : shape_numel(s.local_shape);  // local_shape checked above
+    TESSERA_CHECK(s.stored_count == p.count, file_names_[file_index], ": ", p.path, " holds ", s.stored_count,
+                  " elements, its count says ", p.count);
+    p.dtype = s.dtype;
+    p.global_shape = std::move(s.global_shape);
+    p.local_shape = std::move(s.local_shape);
+    p.split_axis = static_cast<int>(s.split_axis);
+    p.split_offset = s.split_offset;
+    p.flat_offset = s.flat_offset;
+    p.data_offset = s.data_offset;
+    p.checksum8 = s.checksum8;
     pieces_[{kind, name}].push_back(std::move(p));
   }
 }

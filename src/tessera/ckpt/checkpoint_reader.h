@@ -80,6 +80,7 @@ class CheckpointReader {
     // HDF5 call.
     int64_t data_offset = -1;
     uint64_t checksum8 = 0;
+    bool indexed = false;  // described by the group's piece index (piece_index.h), not by the dataset
   };
   void read_common(const std::filesystem::path& common);
   // The shard files the saved layout (tp/pp/ep sizes, distributed optimizer over dp) must have.

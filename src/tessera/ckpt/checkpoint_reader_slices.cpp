@@ -75,8 +75,16 @@ void CheckpointReader::read_piece(const Piece& p, void* dst) const {
   const std::string file = (folder_ / file_names_[p.file]).string();
   const size_t bytes = static_cast<size_t>(p.count) * dtype_size(p.dtype);
   try {
-    if (p.data_offset >= 0) return read_verified_at(descriptors_[p.file], p.data_offset, dst, bytes, p.checksum8);
+    if (p.data_offset >= 0) {
+      try {
+        return read_verified_at(descriptors_[p.file], p.data_offset, dst, bytes, p.checksum8);
+      } catch (const Error&) {
+        if (!p.indexed) throw;  // a stale piece index: read the dataset as HDF5 describes it now
+      }
+    }
     H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(files_[p.file]->get(), p.path.c_str(), H5P_DEFAULT), p.path));
+    const int64_t stored = shape_numel(h5_dataset_shape(dataset.get()));  // (checked at open unless indexed)
+    TESSERA_CHECK(stored == p.count, "it holds ", stored, " elements, its piece index says ", p.count);
     h5_read_verified(files_[p.file]->get(), dataset.get(), p.dtype, dst, bytes);
   } catch (const Error& e) {
     TESSERA_FAIL("checkpoint file ", file, " cannot be read at ", p.path, " (truncated or corrupt?): ", e.message());

@@ -11,6 +11,7 @@
 #include "tessera/ckpt/collective_errors.h"
 #include "tessera/ckpt/common_checksum.h"
 #include "tessera/ckpt/h5_file.h"
+#include "tessera/ckpt/piece_index.h"
 #include "tessera/ckpt/shard_header.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/logging.h"
@@ -53,6 +54,7 @@ void write_model(hid_t file, const SaveRequest& r) {
     H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(group.get(), shard.name.c_str(), H5P_DEFAULT), "dataset ", shard.name));
     set_layout_attrs(dataset.get(), shard);
   }
+  write_piece_index(group.get());
 }
 
 void write_optimizer(hid_t file, const OptimizerState& o) {
@@ -86,6 +88,7 @@ void write_optimizer(hid_t file, const OptimizerState& o) {
       h5_set_attr(dataset.get(), "flat_offset", slice.flat_offset);
       h5_set_attr(dataset.get(), "count", slice.count);
     }
+    write_piece_index(kind_group.get());
   }
 }
 

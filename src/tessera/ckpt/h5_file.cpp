@@ -129,13 +129,20 @@ bool h5_exists(hid_t parent, const std::string& name) {
 
 std::vector<std::string> h5_list(hid_t group) {
   std::vector<std::string> names;
-  auto collect = [](hid_t, const char* name, const H5L_info_t*, void* out) -> herr_t {
-    static_cast<std::vector<std::string>*>(out)->push_back(name);
+  for (H5Link& link : h5_list_links(group)) names.push_back(std::move(link.name));
+  return names;
+}
+
+std::vector<H5Link> h5_list_links(hid_t group) {
+  std::vector<H5Link> links;
+  auto collect = [](hid_t, const char* name, const H5L_info_t* info, void* out) -> herr_t {
+    static_cast<std::vector<H5Link>*>(out)->push_back(
+        {name, info->type == H5L_TYPE_HARD ? info->u.address : HADDR_UNDEF});
     return 0;
   };
   hsize_t index = 0;
-  TESSERA_H5_CHECK(H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, &index, collect, &names), "listing a group");
-  return names;
+  TESSERA_H5_CHECK(H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, &index, collect, &links), "listing a group");
+  return links;
 }
 
 void h5_set_attr(hid_t object, const std::string& name, const std::string& value) {

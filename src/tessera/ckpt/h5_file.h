@@ -62,6 +62,11 @@ H5Id h5_create_group(hid_t parent, const std::string& name);
 H5Id h5_open_group(hid_t parent, const std::string& name);
 bool h5_exists(hid_t parent, const std::string& name);
 std::vector<std::string> h5_list(hid_t group);  // link names, in creation/name order
+struct H5Link {
+  std::string name;
+  haddr_t address = HADDR_UNDEF;  // the object a hard link points to (HADDR_UNDEF: another link type)
+};
+std::vector<H5Link> h5_list_links(hid_t group);  // as h5_list, with each link's object address
 
 // Attributes on any object.
 void h5_set_attr(hid_t object, const std::string& name, const std::string& value);

@@ -9,6 +9,7 @@
 #include "tessera/ckpt/checkpoint_layout.h"
 #include "tessera/ckpt/common_checksum.h"
 #include "tessera/ckpt/h5_file.h"
+#include "tessera/ckpt/piece_index.h"
 #include "tessera/ckpt/shard_header.h"
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
@@ -285,6 +286,8 @@ fs::path CheckpointWriter::commit(const CommonInfo& info) {
   for (auto* files : {&model_files_, &optimizer_files_})
     for (auto& f : *files) {
       if (!f->mine) continue;
+      for (const auto& [name, group] : f->groups)  // the groups of datasets, as the trainer's save
+        if (name == "model" || name.rfind("optimizer/", 0) == 0) ckpt::write_piece_index(group.get());
       f->groups.clear();
       ckpt::h5_close_and_sync(f->file, f->path);
     }
