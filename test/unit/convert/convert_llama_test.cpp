@@ -9,6 +9,8 @@
 
 #include "convert_test_support.h"
 #include "tessera/ckpt/checkpoint_reader.h"
+#include "tessera/ckpt/h5_file.h"
+#include "tessera/ckpt/piece_index.h"
 #include "tessera/convert/hf_export.h"
 #include "tessera/convert/hf_family.h"
 #include "tessera/convert/hf_import.h"
@@ -73,6 +75,11 @@ TEST_P(ConvertLlama, ImportedCheckpointGivesHuggingFaceLogitsAndExportsBack) {
   layout.tensor_model_parallel_size = 2;  // 4 heads, 2 KV groups, ffn 192: split over 2 ranks
   layout.pipeline_model_parallel_size = 2;
   const auto imported = convert::import_hf(fixture, dir / "ckpt", layout);
+  {  // the converter writes each group's piece index as the trainer's save does (ckpt/piece_index.h)
+    ckpt::H5Id file = ckpt::h5_open_file_read((imported.folder / "mp_rank_01_001.h5").string());
+    ckpt::H5Id model = ckpt::h5_open_group(file.get(), "model");
+    EXPECT_TRUE(ckpt::read_piece_index(model.get(), ckpt::h5_list_links(model.get())).has_value());
+  }
   const double diff = normalised_logit_difference(imported.folder, fixture.parent_path() / "expected.safetensors");
   EXPECT_LE(diff, 1e-4) << "normalised max |ours - HF| = " << diff;
   std::printf("llama logits: normalised max difference %.3g\n", diff);
