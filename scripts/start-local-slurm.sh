@@ -228,6 +228,10 @@ CONF
 SlurmdSpoolDir=$DIR/spool
 SlurmdPidFile=$(slurmd_pid localhost)
 SlurmdLogFile=$DIR/log/slurmd.log
+# the pmix plugin's <TmpFS>/spmix_appdir_<uid>_<job>.<step>: under $DIR, so that a step killed before
+# it cleaned up leaves nothing that a restarted cluster (job ids from 1 again) would trip over ("File
+# exists": the step fails to launch)
+TmpFS=$DIR/tmp
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
 PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
@@ -317,7 +321,7 @@ do_start() {
     MPI_DEFAULT=none
   fi
 
-  mkdir -p "$DIR"/{etc,state,spool,log,run} "$MUNGE_DIR"
+  mkdir -p "$DIR"/{etc,state,spool,log,run,tmp} "$MUNGE_DIR"
   if ((NNODES > 1)); then for n in "${NODES[@]}"; do mkdir -p "$DIR/spool/$n" "$DIR/tmp/$n"; done; fi
   chmod 755 "$DIR" "$MUNGE_DIR" # munged requires the socket dir to be o+x and not group/other-writable
   exec 9>"$DIR/.lock"; flock -w "$TIMEOUT" 9 || die "another start-local-slurm.sh holds $DIR/.lock"
