@@ -28,72 +28,63 @@ std::pair<int64_t, int64_t> check_swiglu_shapes(const char* op, const Tensor& in
 }
 }  // namespace detail
 
-void swiglu_forward(const Tensor& in, const Tensor& out) {
-  const char* op = "swiglu_forward";
+namespace {
+
+// SwiGLU and GeGLU differ only in their gate's activation: one dispatch each way for both.
+enum class Gate { swiglu, geglu };
+
+void gated_forward(Gate gate, const Tensor& in, const Tensor& out) {
+  const char* op = gate == Gate::swiglu ? "swiglu_forward" : "geglu_forward";
   if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
-    detail::compute_in_f32({in, out}, {false, true}, [&](const std::vector<Tensor>& t) { swiglu_forward(t[0], t[1]); });
+    detail::compute_in_f32({in, out}, {false, true},
+                           [&](const std::vector<Tensor>& t) { gated_forward(gate, t[0], t[1]); });
     return;
   }
-  if (detail::runs_on_cuda(op, {&in, &out})) return TESSERA_CUDA_OP(swiglu_forward(in, out));
+  if (detail::runs_on_cuda(op, {&in, &out})) {
+    if (gate == Gate::swiglu) return TESSERA_CUDA_OP(swiglu_forward(in, out));
+    return TESSERA_CUDA_OP(geglu_forward(in, out));
+  }
   const auto [n, f] = detail::check_swiglu_shapes(op, in, out, "out");
   const int64_t count = n * f;  // clang 14 cannot capture a structured binding in a lambda
   detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
     using T = decltype(tag);
-    cpu::swiglu_forward<T>(in.data_as<T>(), count, out.data_as<T>());
+    if (gate == Gate::swiglu) cpu::swiglu_forward<T>(in.data_as<T>(), count, out.data_as<T>());
+    else cpu::geglu_forward<T>(in.data_as<T>(), count, out.data_as<T>());
   });
 }
 
+void gated_backward(Gate gate, const Tensor& dout, const Tensor& in, const Tensor& din) {
+  const char* op = gate == Gate::swiglu ? "swiglu_backward" : "geglu_backward";
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
+    detail::compute_in_f32({dout, in, din}, {false, false, true},
+                           [&](const std::vector<Tensor>& t) { gated_backward(gate, t[0], t[1], t[2]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&dout, &in, &din})) {
+    if (gate == Gate::swiglu) return TESSERA_CUDA_OP(swiglu_backward(dout, in, din));
+    return TESSERA_CUDA_OP(geglu_backward(dout, in, din));
+  }
+  const auto [n, f] = detail::check_swiglu_shapes(op, in, dout, "dout");
+  detail::require_same_shape(op, in, "in", din, "din");
+  detail::require_same_dtype(op, in, "in", din, "din");
+  TESSERA_CHECK(din.data() != in.data() || in.numel() == 0, op, ": din must not alias in");
+  const int64_t count = n * f;  // clang 14 cannot capture a structured binding in a lambda
+  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
+    using T = decltype(tag);
+    if (gate == Gate::swiglu) cpu::swiglu_backward<T>(dout.data_as<T>(), in.data_as<T>(), count, din.data_as<T>());
+    else cpu::geglu_backward<T>(dout.data_as<T>(), in.data_as<T>(), count, din.data_as<T>());
+  });
+}
+
+}  // namespace
+
+void swiglu_forward(const Tensor& in, const Tensor& out) { gated_forward(Gate::swiglu, in, out); }
 void swiglu_backward(const Tensor& dout, const Tensor& in, const Tensor& din) {
-  const char* op = "swiglu_backward";
-  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
-    detail::compute_in_f32({dout, in, din}, {false, false, true},
-                           [&](const std::vector<Tensor>& t) { swiglu_backward(t[0], t[1], t[2]); });
-    return;
-  }
-  if (detail::runs_on_cuda(op, {&dout, &in, &din})) return TESSERA_CUDA_OP(swiglu_backward(dout, in, din));
-  const auto [n, f] = detail::check_swiglu_shapes(op, in, dout, "dout");
-  detail::require_same_shape(op, in, "in", din, "din");
-  detail::require_same_dtype(op, in, "in", din, "din");
-  TESSERA_CHECK(din.data() != in.data() || in.numel() == 0, op, ": din must not alias in");
-  const int64_t count = n * f;  // clang 14 cannot capture a structured binding in a lambda
-  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
-    using T = decltype(tag);
-    cpu::swiglu_backward<T>(dout.data_as<T>(), in.data_as<T>(), count, din.data_as<T>());
-  });
+  gated_backward(Gate::swiglu, dout, in, din);
 }
-
-void geglu_forward(const Tensor& in, const Tensor& out) {
-  const char* op = "geglu_forward";
-  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
-    detail::compute_in_f32({in, out}, {false, true}, [&](const std::vector<Tensor>& t) { geglu_forward(t[0], t[1]); });
-    return;
-  }
-  if (detail::runs_on_cuda(op, {&in, &out})) return TESSERA_CUDA_OP(geglu_forward(in, out));
-  const auto [n, f] = detail::check_swiglu_shapes(op, in, out, "out");
-  const int64_t count = n * f;  // clang 14 cannot capture a structured binding in a lambda
-  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
-    using T = decltype(tag);
-    cpu::geglu_forward<T>(in.data_as<T>(), count, out.data_as<T>());
-  });
-}
-
+void geglu_forward(const Tensor& in, const Tensor& out) { gated_forward(Gate::geglu, in, out); }
 void geglu_backward(const Tensor& dout, const Tensor& in, const Tensor& din) {
-  const char* op = "geglu_backward";
-  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
-    detail::compute_in_f32({dout, in, din}, {false, false, true},
-                           [&](const std::vector<Tensor>& t) { geglu_backward(t[0], t[1], t[2]); });
-    return;
-  }
-  if (detail::runs_on_cuda(op, {&dout, &in, &din})) return TESSERA_CUDA_OP(geglu_backward(dout, in, din));
-  const auto [n, f] = detail::check_swiglu_shapes(op, in, dout, "dout");
-  detail::require_same_shape(op, in, "in", din, "din");
-  detail::require_same_dtype(op, in, "in", din, "din");
-  TESSERA_CHECK(din.data() != in.data() || in.numel() == 0, op, ": din must not alias in");
-  const int64_t count = n * f;  // clang 14 cannot capture a structured binding in a lambda
-  detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
-    using T = decltype(tag);
-    cpu::geglu_backward<T>(dout.data_as<T>(), in.data_as<T>(), count, din.data_as<T>());
-  });
+  gated_backward(Gate::geglu, dout, in, din);
 }
 
 }  // namespace tessera::ops
