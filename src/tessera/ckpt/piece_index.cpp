@@ -1,7 +1,9 @@
 #include "tessera/ckpt/piece_index.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
+#include <string>
 
 #include "tessera/ckpt/data_checksum.h"
 #include "tessera/ckpt/h5_verified_read.h"
@@ -12,9 +14,16 @@ namespace {
 
 constexpr const char* kAttribute = "piece_index";
 constexpr int64_t kVersion = 1;
+// An attribute of a file in HDF5's earliest format must fit one 64 KiB object header message: the
+// words go into parts of at most 4096 (32 KiB), "piece_index", "piece_index_1", "piece_index_2", ...
+constexpr size_t kPartWords = 4096;
+
 constexpr int64_t kMaxRank = 8;
+constexpr size_t kMaxWordsPerPiece = 10 + 2 * (1 + kMaxRank);  // ten fixed words, two shapes
 constexpr std::array<DType, 8> kIndexedDtypes = {DType::f32, DType::bf16, DType::f16, DType::i32,
                                                  DType::i64, DType::u16,  DType::u8,  DType::f64};
+
+std::string part_name(size_t part) { return part == 0 ? kAttribute : kAttribute + ("_" + std::to_string(part)); }
 
 int64_t words_checksum(const std::vector<int64_t>& words, size_t count) {
   return static_cast<int64_t>(data_checksum(words.data(), count * sizeof(int64_t)));
@@ -99,13 +108,23 @@ void write_piece_index(hid_t group) {
     put_shape(words, p.local_shape);
   }
   words.push_back(words_checksum(words, words.size()));
-  if (h5_has_attr(group, kAttribute)) TESSERA_H5_CHECK(H5Adelete(group, kAttribute), "attribute ", kAttribute);
-  h5_set_attr(group, kAttribute, words);
+  for (size_t part = 0; h5_has_attr(group, part_name(part)); ++part)  // an earlier index
+    TESSERA_H5_CHECK(H5Adelete(group, part_name(part).c_str()), "attribute ", part_name(part));
+  for (size_t part = 0, begin = 0; begin < words.size(); ++part, begin += kPartWords) {
+    const auto first = words.begin() + static_cast<std::ptrdiff_t>(begin);
+    h5_set_attr(group, part_name(part), std::vector<int64_t>(first, first + static_cast<std::ptrdiff_t>(
+                                                                            std::min(kPartWords, words.size() - begin))));
+  }
 }
 
 std::optional<std::vector<StoredPiece>> read_piece_index(hid_t group, const std::vector<H5Link>& links) {
   if (!h5_has_attr(group, kAttribute)) return std::nullopt;
-  const std::vector<int64_t> words = h5_attr_ints(group, kAttribute);
+  const size_t most = 3 + links.size() * kMaxWordsPerPiece;  // more words than any index of these links
+  std::vector<int64_t> words;
+  for (size_t part = 0; words.size() <= most && h5_has_attr(group, part_name(part)); ++part) {
+    const std::vector<int64_t> more = h5_attr_ints(group, part_name(part));
+    words.insert(words.end(), more.begin(), more.end());
+  }
   if (words.size() < 3 || words[0] != kVersion || words[1] != static_cast<int64_t>(links.size()) ||
       words.back() != words_checksum(words, words.size() - 1))
     return std::nullopt;

@@ -13,7 +13,8 @@
 // group's "piece_index"; a replaced dataset is a new object, so it is noticed. A read through a
 // stale offset fails its checksum: CheckpointReader then reads the dataset through HDF5 again.
 //
-// Layout (int64 words): version (1), the number of pieces, then per piece: object address, dtype
+// Layout (int64 words, in parts of at most 4096: attributes "piece_index", "piece_index_1", ..., since
+// an attribute of a file in HDF5's earliest format must fit a 64 KiB header message): version (1), the number of pieces, then per piece: object address, dtype
 // (index in kIndexedDtypes), stored element count, split_axis, split_offset, sliced (0/1),
 // flat_offset, count, data_offset (-1: read through HDF5), checksum8 (as its bits), the global shape
 // (rank, dims), the local shape (rank, dims); last, data_checksum of every word before it.

@@ -170,5 +170,42 @@ TEST_F(PieceIndex, AStaleDataOffsetFallsBackToReadingTheDataset) {
   EXPECT_EQ(load_all(), want);
 }
 
+TEST(PieceIndexParts, AGroupOfManyDatasetsIsIndexedInSeveralAttributes) {
+  // 700 tensors (a large model's shard holds as many): more words than one attribute of a file in
+  // HDF5's earliest format may hold (64 KiB), so the index is split into parts; it reads back whole.
+  const fs::path path = fs::temp_directory_path() / ("tessera_piece_parts_" + std::to_string(::getpid()) + ".h5");
+  {
+    ckpt::H5Id file = ckpt::h5_create_file(path.string());
+    ckpt::H5Id group = ckpt::h5_create_group(file.get(), "model");
+    float values[6] = {1, 2, 3, 4, 5, 6};
+    for (int i = 0; i < 700; ++i) {
+      const std::string name = "decoder.layers." + std::to_string(i) + ".weight";
+      ckpt::h5_write_tensor(group.get(), name, Tensor(values, DType::f32, {2, 3}));
+      ckpt::H5Id dataset(H5Dopen2(group.get(), name.c_str(), H5P_DEFAULT));
+      ckpt::h5_set_attr(dataset.get(), "global_shape", std::vector<int64_t>{4, 3});
+      ckpt::h5_set_attr(dataset.get(), "local_shape", std::vector<int64_t>{2, 3});
+      ckpt::h5_set_attr(dataset.get(), "split_axis", int64_t{0});
+      ckpt::h5_set_attr(dataset.get(), "split_offset", int64_t{i % 2 * 2});
+    }
+    ckpt::write_piece_index(group.get());
+    EXPECT_TRUE(ckpt::h5_has_attr(group.get(), "piece_index_1"));
+  }
+  ckpt::H5Id file = ckpt::h5_open_file_read(path.string());
+  ckpt::H5Id group = ckpt::h5_open_group(file.get(), "model");
+  const std::vector<ckpt::H5Link> links = ckpt::h5_list_links(group.get());
+  const auto indexed = ckpt::read_piece_index(group.get(), links);
+  ASSERT_TRUE(indexed.has_value());
+  ASSERT_EQ(indexed->size(), 700u);
+  for (size_t i = 0; i < links.size(); ++i) {
+    ckpt::H5Id dataset(H5Dopen2(group.get(), links[i].name.c_str(), H5P_DEFAULT));
+    const ckpt::StoredPiece want = ckpt::describe_stored_piece(dataset.get());
+    EXPECT_EQ((*indexed)[i].split_offset, want.split_offset) << links[i].name;
+    EXPECT_EQ((*indexed)[i].data_offset, want.data_offset) << links[i].name;
+    EXPECT_EQ((*indexed)[i].checksum8, want.checksum8) << links[i].name;
+  }
+  file.reset();
+  fs::remove(path);
+}
+
 }  // namespace
 }  // namespace tessera
