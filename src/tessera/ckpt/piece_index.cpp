@@ -99,8 +99,10 @@ void write_piece_index(hid_t group) {
   for (const H5Link& link : links) {
     H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(group, link.name.c_str(), H5P_DEFAULT), "dataset ", link.name));
     const StoredPiece p = describe_stored_piece(dataset.get());
-    int64_t dtype = 0;
-    while (kIndexedDtypes[static_cast<size_t>(dtype)] != p.dtype) ++dtype;  // every DType is listed
+    const auto listed = std::find(kIndexedDtypes.begin(), kIndexedDtypes.end(), p.dtype);
+    TESSERA_CHECK(listed != kIndexedDtypes.end(), "dataset ", link.name, ": dtype ", dtype_name(p.dtype),
+                  " has no piece index code");
+    const int64_t dtype = listed - kIndexedDtypes.begin();
     words.insert(words.end(), {static_cast<int64_t>(link.address), dtype, p.stored_count, p.split_axis,
                                p.split_offset, p.sliced ? 1 : 0, p.flat_offset, p.count, p.data_offset,
                                static_cast<int64_t>(p.checksum8)});
