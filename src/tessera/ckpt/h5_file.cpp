@@ -258,7 +258,7 @@ std::string h5_read_string(hid_t parent, const std::string& name) {
 
 DType h5_dataset_dtype(hid_t dataset) {
   std::string name = h5_attr_string(dataset, "dtype");
-  for (DType d : {DType::f32, DType::bf16, DType::f16, DType::i32, DType::i64, DType::u16, DType::u8, DType::f64})
+  for (DType d : kStoredDtypes)
     if (name == dtype_name(d)) return d;
   TESSERA_FAIL("checkpoint dataset has unknown dtype attribute '", name, "'");
 }

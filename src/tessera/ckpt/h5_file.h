@@ -3,6 +3,7 @@
 #pragma once
 #include <hdf5.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -84,7 +85,11 @@ std::vector<int64_t> h5_attr_ints(hid_t object, const std::string& name);
 void h5_write_tensor(hid_t parent, const std::string& name, const Tensor& tensor);
 void h5_write_string(hid_t parent, const std::string& name, const std::string& value);  // scalar string
 std::string h5_read_string(hid_t parent, const std::string& name);
-DType h5_dataset_dtype(hid_t dataset);       // from the dtype attribute
+// The dtypes a checkpoint dataset may hold; their order is also the piece index's dtype code
+// (piece_index.h), so it only ever grows at the end.
+inline constexpr std::array<DType, 8> kStoredDtypes = {DType::f32, DType::bf16, DType::f16, DType::i32,
+                                                       DType::i64, DType::u16,  DType::u8,  DType::f64};
+DType h5_dataset_dtype(hid_t dataset);       // from the dtype attribute (one of kStoredDtypes)
 Shape h5_dataset_shape(hid_t dataset);
 void h5_read_into(hid_t dataset, DType dtype, void* out);  // whole dataset, stored element type
 hid_t h5_native_type(DType dtype);  // the HDF5 type a dtype is stored as (bf16, f16: uint16)

@@ -1,7 +1,6 @@
 #include "tessera/ckpt/piece_index.h"
 
 #include <algorithm>
-#include <array>
 #include <map>
 #include <string>
 
@@ -20,8 +19,6 @@ constexpr size_t kPartWords = 4096;
 
 constexpr int64_t kMaxRank = 8;
 constexpr size_t kMaxWordsPerPiece = 10 + 2 * (1 + kMaxRank);  // ten fixed words, two shapes
-constexpr std::array<DType, 8> kIndexedDtypes = {DType::f32, DType::bf16, DType::f16, DType::i32,
-                                                 DType::i64, DType::u16,  DType::u8,  DType::f64};
 
 std::string part_name(size_t part) { return part == 0 ? kAttribute : kAttribute + ("_" + std::to_string(part)); }
 
@@ -60,10 +57,10 @@ class WordReader {
 
 bool read_piece(WordReader& in, haddr_t& address, StoredPiece& p) {
   int64_t addr = 0, dtype = 0, sliced = 0, checksum = 0;
-  if (!in.next(addr) || !in.next(dtype) || dtype < 0 || dtype >= static_cast<int64_t>(kIndexedDtypes.size()))
+  if (!in.next(addr) || !in.next(dtype) || dtype < 0 || dtype >= static_cast<int64_t>(kStoredDtypes.size()))
     return false;
   address = static_cast<haddr_t>(addr);
-  p.dtype = kIndexedDtypes[static_cast<size_t>(dtype)];
+  p.dtype = kStoredDtypes[static_cast<size_t>(dtype)];
   if (!in.next(p.stored_count) || !in.next(p.split_axis) || !in.next(p.split_offset) || !in.next(sliced) ||
       !in.next(p.flat_offset) || !in.next(p.count) || !in.next(p.data_offset) || !in.next(checksum))
     return false;
@@ -99,10 +96,10 @@ void write_piece_index(hid_t group) {
   for (const H5Link& link : links) {
     H5Id dataset(TESSERA_H5_CHECK(H5Dopen2(group, link.name.c_str(), H5P_DEFAULT), "dataset ", link.name));
     const StoredPiece p = describe_stored_piece(dataset.get());
-    const auto listed = std::find(kIndexedDtypes.begin(), kIndexedDtypes.end(), p.dtype);
-    TESSERA_CHECK(listed != kIndexedDtypes.end(), "dataset ", link.name, ": dtype ", dtype_name(p.dtype),
+    const auto listed = std::find(kStoredDtypes.begin(), kStoredDtypes.end(), p.dtype);
+    TESSERA_CHECK(listed != kStoredDtypes.end(), "dataset ", link.name, ": dtype ", dtype_name(p.dtype),
                   " has no piece index code");
-    const int64_t dtype = listed - kIndexedDtypes.begin();
+    const int64_t dtype = listed - kStoredDtypes.begin();
     words.insert(words.end(), {static_cast<int64_t>(link.address), dtype, p.stored_count, p.split_axis,
                                p.split_offset, p.sliced ? 1 : 0, p.flat_offset, p.count, p.data_offset,
                                static_cast<int64_t>(p.checksum8)});
