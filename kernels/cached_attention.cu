@@ -1,15 +1,17 @@
-// Attention over a KV cache for generation (ops/cached_attention.h): one kernel appends the new
-// tokens' keys and values to the caches, a second runs one block per (new token, sequence, head,
-// split of the cache): the scores of the split's keys in shared memory, a block-wide softmax, then
-// the weighted sum of the values. When a head row splits into 16-byte vectors over a power of two
-// <= 32 threads (head_dim 64 or 128 in bf16/fp16, 32..128 in fp32) those threads read each key and
-// value row together (a shuffle sums the dot product; the value sums reduce over the warp, then the
-// warps); otherwise one thread reads a key row whole and the value pass spreads the head dimension
-// across the threads. With one split the block writes the output; with
-// several (decode of a small batch: too few (token, sequence, head) blocks to fill the GPU) each
-// writes its (max, sum, unnormalised output) to a workspace and a third kernel combines the splits
-// (flash-decoding). ALiBi adds -slope (i - j) to the score of query cache index i and key j. fp32
-// accumulation.
+// Attention over a KV cache for generation (ops/cached_attention.h), one kernel a call. Keys and values
+// of the tokens this call appends are read from the qkv rows themselves (the cache holds only the
+// earlier ones while the kernel runs), and the block of each (token, sequence, query group)'s first
+// head copies that token's key and value into the cache for the next call. Two kernels:
+// - head_attention_kernel, for launches of few rows (a decode step of a small batch: fewer
+//   (token, sequence, head) rows than about two blocks per SM) whose head rows split into 16-byte
+//   vectors over a power of two <= 32 threads: one 512-thread block per row scans the row's whole
+//   cache in chunks, loading every key and value vector of a chunk before using any (one memory round
+//   trip a chunk), with an online softmax; the key groups and warps merge in fixed order. The idle
+//   SMs meanwhile take the next kernel's blocks (programmatic dependent launch): its weights stream.
+// - cached_attention_kernel, otherwise (prefill, large batches, other head sizes): one block per row,
+//   the scores of its keys in shared memory, a block-wide softmax, then the weighted sum of the
+//   values, with the vector reads above where the head row splits so, one thread per key otherwise.
+// ALiBi adds -slope (i - j) to the score of query cache index i and key j. fp32 accumulation.
 #include <algorithm>
 
 #include "kernels/cached_attention.h"
@@ -22,8 +24,7 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kMaxHeadDim = 256;
 constexpr size_t kSharedBytes = 48 * 1024;
-constexpr int64_t kTargetBlocks = 2 * 132;  // about two blocks per SM of an H100 / H200
-constexpr int64_t kMinSplitKeys = 32;       // no split smaller than this many keys
+constexpr int64_t kHeadKernelMaxRows = 2 * 132;  // about two blocks per SM of an H100 / H200
 constexpr int kWarps = kThreads / 32;
 
 // Floats of the block's reduction area: the scalar path's per-thread sums, or the vector path's
@@ -53,10 +54,12 @@ struct Vec16 {  // 16 bytes of T as fp32
 };
 
 // Programmatic dependent launch (CachedAttentionArgs::programmatic): every kernel here waits for the
-// previous grid before touching memory (a no-op under a plain launch).
+// previous grid before touching memory, then lets the next grid launch (it still waits for this one
+// before reading what this one writes); both no-ops under a plain launch.
 __device__ __forceinline__ void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
 #endif
 }
 
@@ -88,22 +91,6 @@ __device__ inline float alibi_slope(int64_t head, int64_t n) {
                   : exp2f(-8.0f * static_cast<float>(2 * (head - p) + 1) / static_cast<float>(2 * p));
 }
 
-template <typename T>
-__global__ void append_kv_kernel(const T* qkv, CachedAttentionArgs a, T* k_cache, T* v_cache) {
-  wait_for_previous_grid();
-  const int64_t past = cached_tokens(a);
-  const int64_t hn = a.head_dim, ng = a.num_query_groups, per_group = a.num_heads / ng;
-  const int64_t width = (a.num_heads + 2 * ng) * hn;
-  const int64_t total = a.tokens * a.batch * ng * hn;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t e = i % hn, g = (i / hn) % ng, b = (i / (hn * ng)) % a.batch, s = i / (hn * ng * a.batch);
-    const T* k = qkv + (s * a.batch + b) * width + g * (per_group + 2) * hn + per_group * hn;
-    const int64_t slot = (b * a.capacity + past + s) * ng * hn + g * hn + e;
-    k_cache[slot] = k[e];
-    v_cache[slot] = k[hn + e];
-  }
-}
-
 // q (shared, f32) . k (one cache row): four independent accumulators so the row's loads issue together.
 template <typename T>
 __device__ __forceinline__ float dot_row(const float* q, const T* k, int64_t hn) {
@@ -121,31 +108,53 @@ __device__ __forceinline__ float dot_row(const float* q, const T* k, int64_t hn)
   return (acc0 + acc1) + (acc2 + acc3);
 }
 
-// Block (row r = (s, b, h), split c = blockIdx.y of gridDim.y). partial == nullptr: one split, the
-// output row is written; otherwise partial[(r * splits + c) * (hn + 2) + ...] = (output sum [hn], max, sum).
+// Where key/value j of one (sequence b, query group g) lives while the kernel runs: the cache for
+// j < past, the qkv row of new token j - past otherwise (its copy into the cache may not have happened).
 template <typename T>
-__global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, CachedAttentionArgs a,
-                                        const T* k_cache, const T* v_cache, T* out, float* partial) {
+struct KeyRows {
+  const T* k_cache;
+  const T* v_cache;
+  const T* new_key;  // new token 0's key row of (b, g) in qkv; its value row follows at + hn
+  int64_t past, row, new_stride, hn;
+  __device__ __forceinline__ const T* key(int64_t j) const {
+    return j < past ? k_cache + j * row : new_key + (j - past) * new_stride;
+  }
+  __device__ __forceinline__ const T* value(int64_t j) const {
+    return j < past ? v_cache + j * row : new_key + (j - past) * new_stride + hn;
+  }
+};
+
+// New token s's key and value (from qkv) into its cache rows k_dst, v_dst, by the block's threads.
+template <typename T>
+__device__ __forceinline__ void append_new_row(const KeyRows<T>& kv, T* k_dst, T* v_dst, int64_t s) {
+  const T* src = kv.new_key + s * kv.new_stride;
+  for (int64_t e = threadIdx.x; e < kv.hn; e += blockDim.x) k_dst[e] = src[e], v_dst[e] = src[kv.hn + e];
+}
+
+// Block r = (s, b, h): token s of sequence b, head h, over keys 0..past + s (the general kernel).
+template <typename T>
+__global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, CachedAttentionArgs a, T* k_cache,
+                                        T* v_cache, T* out) {
   extern __shared__ float shared[];
   wait_for_previous_grid();
   const int64_t hn = a.head_dim, ng = a.num_query_groups, per_group = a.num_heads / ng;
   const int64_t width = (a.num_heads + 2 * ng) * hn, row = ng * hn;
   const int64_t r = blockIdx.x;
   const int64_t h = r % a.num_heads, b = (r / a.num_heads) % a.batch, s = r / (a.num_heads * a.batch);
-  const int64_t g = h / per_group, last = cached_tokens(a) + s, keys = last + 1;
-  const int64_t splits = gridDim.y, split = blockIdx.y;
-  const int64_t chunk = (keys + splits - 1) / splits, j0 = split * chunk;
-  const int64_t n = j0 < keys ? (keys - j0 < chunk ? keys - j0 : chunk) : 0;
-  float* q = shared;                   // [hn]
-  float* sums = q + hn;                // [kThreads]
-  float* scores = sums + sums_floats(hn);  // [chunk]
+  const int64_t g = h / per_group, past = cached_tokens(a), last = past + s, n = last + 1;
+  const KeyRows<T> kv{k_cache + b * a.capacity * row + g * hn, v_cache + b * a.capacity * row + g * hn,
+                      qkv + b * width + g * (per_group + 2) * hn + per_group * hn, past, row, a.batch * width, hn};
+  if (h % per_group == 0) append_new_row(kv, k_cache + (b * a.capacity + last) * row + g * hn,
+                                         v_cache + (b * a.capacity + last) * row + g * hn, s);
+  float* q = shared;                       // [hn]
+  float* sums = q + hn;                    // [sums_floats(hn)]
+  float* scores = sums + sums_floats(hn);  // [capacity]
   const T* q_src = qkv + (s * a.batch + b) * width + g * (per_group + 2) * hn + (h % per_group) * hn;
   for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) q[e] = load_f(q_src + e) * a.softmax_scale;
   __syncthreads();
-  const T* k_base = k_cache + b * a.capacity * row + g * hn + j0 * row;
-  const T* v_base = v_cache + b * a.capacity * row + g * hn + j0 * row;
-  const uint8_t* mask = key_mask ? key_mask + b * a.capacity + j0 : nullptr;
+  const uint8_t* mask = key_mask ? key_mask + b * a.capacity : nullptr;
   const float slope = alibi_slope(a.alibi_first_head + h, a.alibi_heads);
+  T* o = out + r * hn;
   float local_max = -INFINITY;
   constexpr int64_t kVec = Vec16<T>::kN;
   const int64_t lanes = lanes_per_key<T>(hn);  // 0: the scalar path
@@ -157,13 +166,13 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
       float part = 0.0f;
       if (live) {
         Vec16<T> k;
-        k.load(k_base + i * row + sub * kVec);
+        k.load(kv.key(i) + sub * kVec);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) part += q[sub * kVec + e] * k.v[e];
       }
       for (int64_t off = lanes / 2; off > 0; off /= 2) part += __shfl_xor_sync(0xffffffffu, part, static_cast<int>(off));
       if (i < n && sub == 0) {
-        const float score = live ? part - slope * static_cast<float>(last - j0 - i) : -INFINITY;
+        const float score = live ? part - slope * static_cast<float>(last - i) : -INFINITY;
         scores[i] = score;
         local_max = fmaxf(local_max, score);
       }
@@ -171,20 +180,14 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
   } else {
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
       float score = -INFINITY;
-      if (!mask || mask[i]) score = dot_row(q, k_base + i * row, hn) - slope * static_cast<float>(last - j0 - i);
+      if (!mask || mask[i]) score = dot_row(q, kv.key(i), hn) - slope * static_cast<float>(last - i);
       scores[i] = score;
       local_max = fmaxf(local_max, score);
     }
   }
   const float max_score = block_reduce<true>(local_max);
-  T* o = out + r * hn;
-  float* part = partial ? partial + (r * splits + split) * (hn + 2) : nullptr;
-  if (max_score == -INFINITY) {  // no key to attend in this split: a zero row (or an empty partial)
-    for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) {
-      if (part) part[e] = 0.0f;
-      else store_f(o + e, 0.0f);
-    }
-    if (part && threadIdx.x == 0) part[hn] = -INFINITY, part[hn + 1] = 0.0f;
+  if (max_score == -INFINITY) {  // no key to attend: a zero row
+    for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) store_f(o + e, 0.0f);
     return;
   }
   float local_sum = 0.0f;
@@ -203,7 +206,7 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
       const float p = scores[i];
       if (p == 0.0f) continue;
       Vec16<T> v;
-      v.load(v_base + i * row + sub * kVec);
+      v.load(kv.value(i) + sub * kVec);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) acc[e] += p * v.v[e];
     }
@@ -219,10 +222,8 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
     for (int64_t d = threadIdx.x; d < hn; d += blockDim.x) {
       float total = 0.0f;
       for (int w = 0; w < kWarps; ++w) total += sums[w * hn + d];
-      if (part) part[d] = total;
-      else store_f(o + d, total / sum);
+      store_f(o + d, total / sum);
     }
-    if (part && threadIdx.x == 0) part[hn] = max_score, part[hn + 1] = sum;
     return;
   }
   // Values: thread (group, d) sums keys group, group + groups, ... for dimensions d, d + hn', ...
@@ -235,10 +236,10 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
     if (group < groups && d < hn) {
       int64_t i = group;
       for (; i + groups < n; i += 2 * groups) {
-        acc0 += scores[i] * load_f(v_base + i * row + d);
-        acc1 += scores[i + groups] * load_f(v_base + (i + groups) * row + d);
+        acc0 += scores[i] * load_f(kv.value(i) + d);
+        acc1 += scores[i + groups] * load_f(kv.value(i + groups) + d);
       }
-      if (i < n) acc0 += scores[i] * load_f(v_base + i * row + d);
+      if (i < n) acc0 += scores[i] * load_f(kv.value(i) + d);
     }
     __syncthreads();
     sums[threadIdx.x] = acc0 + acc1;
@@ -246,38 +247,143 @@ __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, C
     if (group == 0 && d < hn) {
       float total = 0.0f;
       for (int64_t k = 0; k < groups; ++k) total += sums[k * lanes_d + lane];
-      if (part) part[d] = total;
-      else store_f(o + d, total / sum);
+      store_f(o + d, total / sum);
     }
   }
-  if (part && threadIdx.x == 0) part[hn] = max_score, part[hn + 1] = sum;
 }
 
-// One block per row r: the splits' partial results into the output row.
-template <typename T>
-__global__ void combine_splits_kernel(const float* partial, int64_t hn, int64_t splits, T* out) {
+// The whole-head kernel (few rows): keys go in chunks of (kHeadThreads / kLanes) * kHeadPasses, a group
+// of kLanes threads per key (each a 16-byte slice of its row); one chunk holds 384 keys at head_dim 64.
+constexpr int kHeadThreads = 512;
+constexpr int kHeadPasses = 6;
+constexpr int kHeadWarps = kHeadThreads / 32;
+
+// (m, l, o[kN]) <- the merge of two softmax partials (max, sum of exp, unnormalised output).
+template <int kN>
+__device__ __forceinline__ void merge_partial(float& m, float& l, float* o, float m2, float l2, const float* o2) {
+  const float mm = fmaxf(m, m2);
+  const float a = m == -INFINITY ? 0.0f : __expf(m - mm), b = m2 == -INFINITY ? 0.0f : __expf(m2 - mm);
+  l = l * a + l2 * b;
+#pragma unroll
+  for (int e = 0; e < kN; ++e) o[e] = o[e] * a + o2[e] * b;
+  m = mm;
+}
+
+template <typename T, int kLanes>
+__global__ void __launch_bounds__(kHeadThreads)
+    head_attention_kernel(const T* qkv, const uint8_t* key_mask, CachedAttentionArgs a, T* k_cache, T* v_cache,
+                          T* out) {
+  constexpr int kVec = 16 / sizeof(T);
+  constexpr int kGroups = kHeadThreads / kLanes;  // keys per pass
+  constexpr int kHn = kLanes * kVec;
+  __shared__ float warp_m[kHeadWarps], warp_l[kHeadWarps], warp_o[kHeadWarps][kHn];
   wait_for_previous_grid();
+  const int64_t ng = a.num_query_groups, per_group = a.num_heads / ng;
+  const int64_t width = (a.num_heads + 2 * ng) * kHn, row = ng * kHn;
   const int64_t r = blockIdx.x;
-  const float* p = partial + r * splits * (hn + 2);
-  float m = -INFINITY;
-  for (int64_t c = 0; c < splits; ++c) m = fmaxf(m, p[c * (hn + 2) + hn]);
-  T* o = out + r * hn;
-  if (m == -INFINITY) {
-    for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) store_f(o + e, 0.0f);
-    return;
+  const int64_t h = r % a.num_heads, b = (r / a.num_heads) % a.batch, s = r / (a.num_heads * a.batch);
+  const int64_t g = h / per_group, past = cached_tokens(a), last = past + s, keys = last + 1;
+  const KeyRows<T> kv{k_cache + b * a.capacity * row + g * kHn, v_cache + b * a.capacity * row + g * kHn,
+                      qkv + b * width + g * (per_group + 2) * kHn + per_group * kHn, past, row, a.batch * width, kHn};
+  if (h % per_group == 0) append_new_row(kv, k_cache + (b * a.capacity + last) * row + g * kHn,
+                                         v_cache + (b * a.capacity + last) * row + g * kHn, s);
+  const int sub = threadIdx.x % kLanes, group = threadIdx.x / kLanes;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float q[kVec];
+  {
+    Vec16<T> qv;
+    qv.load(qkv + (s * a.batch + b) * width + g * (per_group + 2) * kHn + (h % per_group) * kHn + sub * kVec);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) q[e] = qv.v[e] * a.softmax_scale;
   }
-  float l = 0.0f;
-  for (int64_t c = 0; c < splits; ++c) {
-    const float mc = p[c * (hn + 2) + hn];
-    if (mc != -INFINITY) l += p[c * (hn + 2) + hn + 1] * __expf(mc - m);
-  }
-  for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) {
-    float acc = 0.0f;
-    for (int64_t c = 0; c < splits; ++c) {
-      const float mc = p[c * (hn + 2) + hn];
-      if (mc != -INFINITY) acc += p[c * (hn + 2) + e] * __expf(mc - m);
+  const uint8_t* mask = key_mask ? key_mask + b * a.capacity : nullptr;
+  const float slope = alibi_slope(a.alibi_first_head + h, a.alibi_heads);
+  float m_run = -INFINITY, l_run = 0.0f, acc[kVec];
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
+  for (int64_t c0 = 0; c0 < keys; c0 += int64_t(kGroups) * kHeadPasses) {  // uniform over the block
+    uint4 kr[kHeadPasses], vr[kHeadPasses];
+    bool live[kHeadPasses];
+#pragma unroll
+    for (int p = 0; p < kHeadPasses; ++p) {
+      const int64_t j = c0 + int64_t(p) * kGroups + group;
+      live[p] = j < keys && (!mask || mask[j]);
+      if (live[p]) {
+        kr[p] = *reinterpret_cast<const uint4*>(kv.key(j) + sub * kVec);
+        vr[p] = *reinterpret_cast<const uint4*>(kv.value(j) + sub * kVec);
+      }
     }
-    store_f(o + e, acc / l);
+    float score[kHeadPasses], chunk_max = -INFINITY;
+#pragma unroll
+    for (int p = 0; p < kHeadPasses; ++p) {
+      float dot = 0.0f;
+      if (live[p]) {
+        const T* ke = reinterpret_cast<const T*>(&kr[p]);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) dot += q[e] * load_f(ke + e);
+      }
+#pragma unroll
+      for (int off = kLanes / 2; off > 0; off /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+      const int64_t j = c0 + int64_t(p) * kGroups + group;
+      score[p] = live[p] ? dot - slope * static_cast<float>(last - j) : -INFINITY;
+      chunk_max = fmaxf(chunk_max, score[p]);
+    }
+    const float m_new = fmaxf(m_run, chunk_max);
+    if (m_new != -INFINITY) {  // the same on a group's lanes; no shuffle below
+      const float rescale = m_run == -INFINITY ? 0.0f : __expf(m_run - m_new);
+      l_run *= rescale;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[e] *= rescale;
+#pragma unroll
+      for (int p = 0; p < kHeadPasses; ++p) {
+        if (score[p] == -INFINITY) continue;
+        const float w = __expf(score[p] - m_new);
+        l_run += w;
+        const T* ve = reinterpret_cast<const T*>(&vr[p]);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[e] += w * load_f(ve + e);
+      }
+      m_run = m_new;
+    }
+  }
+  // The groups of a warp (kLanes apart), then the warps in order.
+#pragma unroll
+  for (int off = kLanes; off < 32; off *= 2) {
+    float o2[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) o2[e] = __shfl_xor_sync(0xffffffffu, acc[e], off);
+    const float m2 = __shfl_xor_sync(0xffffffffu, m_run, off), l2 = __shfl_xor_sync(0xffffffffu, l_run, off);
+    merge_partial<kVec>(m_run, l_run, acc, m2, l2, o2);
+  }
+  if (lane < kLanes) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) warp_o[warp][sub * kVec + e] = acc[e];
+    if (lane == 0) warp_m[warp] = m_run, warp_l[warp] = l_run;
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < kHn; d += blockDim.x) {
+    float m = -INFINITY, l = 0.0f, o = 0.0f;
+    for (int w = 0; w < kHeadWarps; ++w) merge_partial<1>(m, l, &o, warp_m[w], warp_l[w], &warp_o[w][d]);
+    store_f(out + r * kHn + d, l > 0.0f ? o / l : 0.0f);  // no key to attend: a zero row
+  }
+}
+
+template <typename T>
+bool launch_head_attention(const void* qkv, const uint8_t* key_mask, const CachedAttentionArgs& a, void* k_cache,
+                           void* v_cache, void* out, cudaStream_t s) {
+  const unsigned rows = static_cast<unsigned>(a.tokens * a.batch * a.num_heads);
+  const auto go = [&](auto kernel) {
+    launch(a.programmatic, kernel, dim3(rows), dim3(kHeadThreads), 0, s, static_cast<const T*>(qkv), key_mask, a,
+           static_cast<T*>(k_cache), static_cast<T*>(v_cache), static_cast<T*>(out));
+    return true;
+  };
+  switch (lanes_per_key<T>(a.head_dim)) {
+    case 2: return go(head_attention_kernel<T, 2>);
+    case 4: return go(head_attention_kernel<T, 4>);
+    case 8: return go(head_attention_kernel<T, 8>);
+    case 16: return go(head_attention_kernel<T, 16>);
+    case 32: return go(head_attention_kernel<T, 32>);
+    default: return false;  // not a power-of-two vector split (or one vector): the general kernel
   }
 }
 
@@ -287,37 +393,21 @@ int64_t cached_attention_max_capacity(int64_t head_dim) {  // scores of the whol
   return static_cast<int64_t>(kSharedBytes / sizeof(float)) - head_dim - sums_floats(head_dim);
 }
 
-int64_t cached_attention_splits(const CachedAttentionArgs& a) {
-  const int64_t rows = a.tokens * a.batch * a.num_heads;
-  if (rows <= 0 || rows >= kTargetBlocks || a.capacity < 2 * kMinSplitKeys) return 1;
-  int64_t splits = std::min((kTargetBlocks + rows - 1) / rows, a.capacity / kMinSplitKeys);
-  const size_t per_split = static_cast<size_t>(rows) * static_cast<size_t>(a.head_dim + 2) * sizeof(float);
-  splits = std::min<int64_t>(splits, static_cast<int64_t>(a.workspace_bytes / per_split));
-  return std::max<int64_t>(splits, 1);
-}
-
 void cached_attention_forward(DType t, const void* qkv, const uint8_t* key_mask, const CachedAttentionArgs& a,
                               void* k_cache, void* v_cache, void* out, cudaStream_t s) {
   if (a.tokens * a.batch == 0) return;
   TESSERA_CHECK(a.head_dim <= kMaxHeadDim, "cached attention kernel: head_dim ", a.head_dim, " > ", kMaxHeadDim);
-  const int64_t appended = a.tokens * a.batch * a.num_query_groups * a.head_dim;
-  const unsigned append_blocks = static_cast<unsigned>(std::min<int64_t>((appended + 255) / 256, 132 * 32));
-  // The split count depends on the capacity, not on the cached tokens: the same launches for every
-  // decode step (graph replays); each block takes ceil(keys / splits) keys of the step.
-  const int64_t splits = a.workspace ? cached_attention_splits(a) : 1;
-  const int64_t chunk = (a.capacity + splits - 1) / splits;
-  const size_t shared = static_cast<size_t>(a.head_dim + sums_floats(a.head_dim) + chunk) * sizeof(float);
-  const unsigned rows = static_cast<unsigned>(a.tokens * a.batch * a.num_heads);
-  float* partial = splits > 1 ? static_cast<float*>(a.workspace) : nullptr;
-  const bool pdl = a.programmatic;
-  TESSERA_DEVICE_FLOAT_SWITCH(
-      t, T, launch(pdl, append_kv_kernel<T>, dim3(append_blocks), dim3(256), 0, s, static_cast<const T*>(qkv), a,
-                   static_cast<T*>(k_cache), static_cast<T*>(v_cache));
-      launch(pdl, cached_attention_kernel<T>, dim3(rows, static_cast<unsigned>(splits)), dim3(kThreads), shared, s,
-             static_cast<const T*>(qkv), key_mask, a, static_cast<const T*>(k_cache), static_cast<const T*>(v_cache),
-             static_cast<T*>(out), partial);
-      if (splits > 1) launch(pdl, combine_splits_kernel<T>, dim3(rows), dim3(64), 0, s, static_cast<const float*>(partial),
-                             a.head_dim, splits, static_cast<T*>(out)));
+  const int64_t rows = a.tokens * a.batch * a.num_heads;
+  bool launched = false;
+  if (rows < kHeadKernelMaxRows)
+    TESSERA_DEVICE_FLOAT_SWITCH(t, T, launched = launch_head_attention<T>(qkv, key_mask, a, k_cache, v_cache, out, s));
+  if (!launched) {
+    const size_t shared = static_cast<size_t>(a.head_dim + sums_floats(a.head_dim) + a.capacity) * sizeof(float);
+    TESSERA_DEVICE_FLOAT_SWITCH(
+        t, T, launch(a.programmatic, cached_attention_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(kThreads),
+                     shared, s, static_cast<const T*>(qkv), key_mask, a, static_cast<T*>(k_cache),
+                     static_cast<T*>(v_cache), static_cast<T*>(out)));
+  }
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 

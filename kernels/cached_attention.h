@@ -16,10 +16,6 @@ struct CachedAttentionArgs {
   const int32_t* past_device = nullptr;
   // ALiBi: this call's head h is global head alibi_first_head + h of alibi_heads (0: no ALiBi).
   int64_t alibi_heads = 0, alibi_first_head = 0;
-  // Scratch on the launch stream (stream-ordered, e.g. the cuBLAS workspace) for the split-cache
-  // partial results; null: no split.
-  void* workspace = nullptr;
-  size_t workspace_bytes = 0;
   // Launch the kernels with programmatic dependent launch (each waits for the previous grid first):
   // a decode step's launches overlap the previous kernel's tail.
   bool programmatic = false;
@@ -27,11 +23,9 @@ struct CachedAttentionArgs {
 
 // The largest cache (in tokens) the kernel takes for a head_dim: its scores live in shared memory.
 int64_t cached_attention_max_capacity(int64_t head_dim);
-// How many blocks split each (token, sequence, head)'s cache scan (1: no split), from the shape, the
-// capacity and the workspace (never from the cached tokens, so graph replays keep their launches).
-int64_t cached_attention_splits(const CachedAttentionArgs& a);
 // qkv [t, b, (na + 2 ng) hn]; k_cache, v_cache [b, capacity, ng hn]; key_mask u8 [b, capacity] or null;
-// out [t, b, na hn]. Writes the new keys/values into the caches, then attends (ops/cached_attention.h).
+// out [t, b, na hn]. Attends (ops/cached_attention.h) and writes the new keys/values into the caches,
+// in one kernel.
 void cached_attention_forward(DType t, const void* qkv, const uint8_t* key_mask, const CachedAttentionArgs& a,
                               void* k_cache, void* v_cache, void* out, cudaStream_t s);
 

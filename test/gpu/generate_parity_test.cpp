@@ -1,6 +1,7 @@
 // Generation's CUDA ops against their CPU references: attention over a KV cache (prefill, then one
 // token at a time, left padding, grouped queries, ALiBi with a tensor-parallel head slice, the
-// split-cache path of small batches; f32 and bf16; the written caches too), the greedy row
+// whole-head kernel of small batches, over caches of one and of several chunks; f32 and bf16; the
+// written caches too), the greedy row
 // reduction (argmax + log-softmax, padded vocabulary columns ignored), the fused decode linear
 // (LayerNorm prologue, GEMV, GeLU / residual-add epilogues; the GPT-2 1.5B block's shapes), and
 // whole-model decoding (GPTModel::forward_cached: a prefill then cached steps of a left-padded batch)
@@ -227,7 +228,7 @@ std::vector<float> decode_logits(const train::ModelConfig& config, DType dtype, 
 
 void model_case(const std::string& kind, DType t) {
   const train::ModelConfig config = small_model(kind);
-  const int64_t rows = 3, prefill = 100, steps = 4;  // capacity 104: the decode steps split the cache scan
+  const int64_t rows = 3, prefill = 100, steps = 4;  // few (row, head) pairs: the steps run the whole-head kernel
   const std::vector<float> ref = decode_logits(config, DType::f32, Device::cpu(), rows, prefill, steps);
   const std::vector<float> got = decode_logits(config, t, Device::cuda(0), rows, prefill, steps);
   const auto e = normalised_error(got, ref, DType::f32);
@@ -265,10 +266,11 @@ int main() {
     cached_attention_case("gpt2-124m-b32", t, 32, 12, 12, 64, 128, 3);
     cached_attention_case("hn128", t, 2, 8, 8, 128, 40, 2);
     cached_attention_case("hn96-scalar-path", t, 2, 4, 2, 96, 40, 2);  // bf16: 12 vector lanes, not a power of two
-    cached_attention_case("split-b1", t, 1, 12, 12, 64, 300, 3);
-    cached_attention_case("split-gqa-b2", t, 2, 8, 2, 128, 200, 3);
+    cached_attention_case("b1-300", t, 1, 12, 12, 64, 300, 3);
+    cached_attention_case("b1-900-several-chunks", t, 1, 12, 12, 64, 900, 3);  // bf16: 384 keys a chunk
+    cached_attention_case("gqa-b2-hn128", t, 2, 8, 2, 128, 200, 3);
     cached_attention_case("alibi", t, 3, 4, 2, 64, 5, 4, 4, 0);
-    cached_attention_case("alibi-tp-slice-split", t, 1, 6, 6, 64, 150, 3, 12, 6);
+    cached_attention_case("alibi-tp-slice-b1", t, 1, 6, 6, 64, 150, 3, 12, 6);
     argmax_case(t);
     model_case("rope", t);
     model_case("alibi", t);

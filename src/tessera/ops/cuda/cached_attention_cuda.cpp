@@ -27,9 +27,6 @@ void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const A
     a.alibi_heads = params.alibi_heads > 0 ? params.alibi_heads : params.num_heads;
     a.alibi_first_head = params.alibi_first_head;
   }
-  // The cuBLAS workspace: stream-ordered on the compute stream, free between GEMMs.
-  a.workspace = CudaContext::get().workspace();
-  a.workspace_bytes = CudaContext::get().workspace_bytes();
   a.programmatic = decode_programmatic_launch();
   TESSERA_CHECK(a.head_dim <= 256 && a.capacity <= kernels::cached_attention_max_capacity(a.head_dim),
                 "cached_attention_forward: the CUDA kernel takes head_dim <= 256 and at most ",
