@@ -16,6 +16,7 @@
 
 #include "kernels/cached_attention.h"
 #include "kernels/common.cuh"
+#include "kernels/programmatic_launch.cuh"
 
 namespace tessera::kernels {
 
@@ -52,31 +53,6 @@ struct Vec16 {  // 16 bytes of T as fp32
     for (int k = 0; k < kN; ++k) v[k] = load_f(e + k);
   }
 };
-
-// Programmatic dependent launch (CachedAttentionArgs::programmatic): every kernel here waits for the
-// previous grid before touching memory, then lets the next grid launch (it still waits for this one
-// before reading what this one writes); both no-ops under a plain launch.
-__device__ __forceinline__ void wait_for_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaGridDependencySynchronize();
-  cudaTriggerProgrammaticLaunchCompletion();
-#endif
-}
-
-template <typename Kernel, typename... Args>
-void launch(bool programmatic, Kernel kernel, dim3 grid, dim3 block, size_t shared, cudaStream_t s, Args... args) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = shared;
-  config.stream = s;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = programmatic ? 1 : 0;
-  TESSERA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
-}
 
 __device__ __forceinline__ int64_t cached_tokens(const CachedAttentionArgs& a) {
   return a.past_device ? static_cast<int64_t>(*a.past_device) : a.past;
@@ -131,30 +107,53 @@ __device__ __forceinline__ void append_new_row(const KeyRows<T>& kv, T* k_dst, T
   for (int64_t e = threadIdx.x; e < kv.hn; e += blockDim.x) k_dst[e] = src[e], v_dst[e] = src[kv.hn + e];
 }
 
+// What block r = (s, b, h) of either kernel works on: token s of sequence b, head h.
+template <typename T>
+struct AttentionRow {
+  int64_t h = 0, b = 0, s = 0, last = 0;  // last: token s's cache index; its keys are 0..last
+  const T* q = nullptr;                    // token s's query row of head h, in qkv
+  KeyRows<T> kv;
+};
+
+// Block r's row; the block of each (token, sequence, query group)'s first head also appends the
+// token's key and value to the caches (after the previous grid: call it after waiting for that).
+template <typename T>
+__device__ AttentionRow<T> attention_row(const T* qkv, const CachedAttentionArgs& a, int64_t hn, T* k_cache,
+                                         T* v_cache) {
+  const int64_t ng = a.num_query_groups, per_group = a.num_heads / ng;
+  const int64_t width = (a.num_heads + 2 * ng) * hn, row = ng * hn, r = blockIdx.x;
+  AttentionRow<T> w;
+  w.h = r % a.num_heads, w.b = (r / a.num_heads) % a.batch, w.s = r / (a.num_heads * a.batch);
+  const int64_t g = w.h / per_group, past = cached_tokens(a);
+  w.last = past + w.s;
+  const T* group_qkv = qkv + g * (per_group + 2) * hn;  // token 0, sequence 0, query group g
+  w.q = group_qkv + (w.s * a.batch + w.b) * width + (w.h % per_group) * hn;
+  T* k_rows = k_cache + w.b * a.capacity * row + g * hn;
+  T* v_rows = v_cache + w.b * a.capacity * row + g * hn;
+  w.kv = KeyRows<T>{k_rows, v_rows, group_qkv + w.b * width + per_group * hn, past, row, a.batch * width, hn};
+  if (w.h % per_group == 0) append_new_row(w.kv, k_rows + w.last * row, v_rows + w.last * row, w.s);
+  return w;
+}
+
 // Block r = (s, b, h): token s of sequence b, head h, over keys 0..past + s (the general kernel).
 template <typename T>
 __global__ void cached_attention_kernel(const T* qkv, const uint8_t* key_mask, CachedAttentionArgs a, T* k_cache,
                                         T* v_cache, T* out) {
   extern __shared__ float shared[];
   wait_for_previous_grid();
-  const int64_t hn = a.head_dim, ng = a.num_query_groups, per_group = a.num_heads / ng;
-  const int64_t width = (a.num_heads + 2 * ng) * hn, row = ng * hn;
-  const int64_t r = blockIdx.x;
-  const int64_t h = r % a.num_heads, b = (r / a.num_heads) % a.batch, s = r / (a.num_heads * a.batch);
-  const int64_t g = h / per_group, past = cached_tokens(a), last = past + s, n = last + 1;
-  const KeyRows<T> kv{k_cache + b * a.capacity * row + g * hn, v_cache + b * a.capacity * row + g * hn,
-                      qkv + b * width + g * (per_group + 2) * hn + per_group * hn, past, row, a.batch * width, hn};
-  if (h % per_group == 0) append_new_row(kv, k_cache + (b * a.capacity + last) * row + g * hn,
-                                         v_cache + (b * a.capacity + last) * row + g * hn, s);
+  let_next_grid_launch();
+  const int64_t hn = a.head_dim;
+  const AttentionRow<T> w = attention_row(qkv, a, hn, k_cache, v_cache);
+  const KeyRows<T>& kv = w.kv;
+  const int64_t last = w.last, n = last + 1;
   float* q = shared;                       // [hn]
   float* sums = q + hn;                    // [sums_floats(hn)]
   float* scores = sums + sums_floats(hn);  // [capacity]
-  const T* q_src = qkv + (s * a.batch + b) * width + g * (per_group + 2) * hn + (h % per_group) * hn;
-  for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) q[e] = load_f(q_src + e) * a.softmax_scale;
+  for (int64_t e = threadIdx.x; e < hn; e += blockDim.x) q[e] = load_f(w.q + e) * a.softmax_scale;
   __syncthreads();
-  const uint8_t* mask = key_mask ? key_mask + b * a.capacity : nullptr;
-  const float slope = alibi_slope(a.alibi_first_head + h, a.alibi_heads);
-  T* o = out + r * hn;
+  const uint8_t* mask = key_mask ? key_mask + w.b * a.capacity : nullptr;
+  const float slope = alibi_slope(a.alibi_first_head + w.h, a.alibi_heads);
+  T* o = out + blockIdx.x * hn;
   float local_max = -INFINITY;
   constexpr int64_t kVec = Vec16<T>::kN;
   const int64_t lanes = lanes_per_key<T>(hn);  // 0: the scalar path
@@ -278,26 +277,21 @@ __global__ void __launch_bounds__(kHeadThreads)
   constexpr int kHn = kLanes * kVec;
   __shared__ float warp_m[kHeadWarps], warp_l[kHeadWarps], warp_o[kHeadWarps][kHn];
   wait_for_previous_grid();
-  const int64_t ng = a.num_query_groups, per_group = a.num_heads / ng;
-  const int64_t width = (a.num_heads + 2 * ng) * kHn, row = ng * kHn;
-  const int64_t r = blockIdx.x;
-  const int64_t h = r % a.num_heads, b = (r / a.num_heads) % a.batch, s = r / (a.num_heads * a.batch);
-  const int64_t g = h / per_group, past = cached_tokens(a), last = past + s, keys = last + 1;
-  const KeyRows<T> kv{k_cache + b * a.capacity * row + g * kHn, v_cache + b * a.capacity * row + g * kHn,
-                      qkv + b * width + g * (per_group + 2) * kHn + per_group * kHn, past, row, a.batch * width, kHn};
-  if (h % per_group == 0) append_new_row(kv, k_cache + (b * a.capacity + last) * row + g * kHn,
-                                         v_cache + (b * a.capacity + last) * row + g * kHn, s);
+  let_next_grid_launch();  // at batch 1 this kernel takes few SMs: the next one's blocks take the rest
+  const AttentionRow<T> w = attention_row(qkv, a, kHn, k_cache, v_cache);
+  const KeyRows<T>& kv = w.kv;
+  const int64_t last = w.last, keys = last + 1;
   const int sub = threadIdx.x % kLanes, group = threadIdx.x / kLanes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float q[kVec];
   {
     Vec16<T> qv;
-    qv.load(qkv + (s * a.batch + b) * width + g * (per_group + 2) * kHn + (h % per_group) * kHn + sub * kVec);
+    qv.load(w.q + sub * kVec);
 #pragma unroll
     for (int e = 0; e < kVec; ++e) q[e] = qv.v[e] * a.softmax_scale;
   }
-  const uint8_t* mask = key_mask ? key_mask + b * a.capacity : nullptr;
-  const float slope = alibi_slope(a.alibi_first_head + h, a.alibi_heads);
+  const uint8_t* mask = key_mask ? key_mask + w.b * a.capacity : nullptr;
+  const float slope = alibi_slope(a.alibi_first_head + w.h, a.alibi_heads);
   float m_run = -INFINITY, l_run = 0.0f, acc[kVec];
 #pragma unroll
   for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
@@ -364,7 +358,7 @@ __global__ void __launch_bounds__(kHeadThreads)
   for (int d = threadIdx.x; d < kHn; d += blockDim.x) {
     float m = -INFINITY, l = 0.0f, o = 0.0f;
     for (int w = 0; w < kHeadWarps; ++w) merge_partial<1>(m, l, &o, warp_m[w], warp_l[w], &warp_o[w][d]);
-    store_f(out + r * kHn + d, l > 0.0f ? o / l : 0.0f);  // no key to attend: a zero row
+    store_f(out + blockIdx.x * kHn + d, l > 0.0f ? o / l : 0.0f);  // no key to attend: a zero row
   }
 }
 
@@ -373,7 +367,7 @@ bool launch_head_attention(const void* qkv, const uint8_t* key_mask, const Cache
                            void* v_cache, void* out, cudaStream_t s) {
   const unsigned rows = static_cast<unsigned>(a.tokens * a.batch * a.num_heads);
   const auto go = [&](auto kernel) {
-    launch(a.programmatic, kernel, dim3(rows), dim3(kHeadThreads), 0, s, static_cast<const T*>(qkv), key_mask, a,
+    launch_kernel(a.programmatic, kernel, dim3(rows), dim3(kHeadThreads), 0, s, static_cast<const T*>(qkv), key_mask, a,
            static_cast<T*>(k_cache), static_cast<T*>(v_cache), static_cast<T*>(out));
     return true;
   };
@@ -404,7 +398,7 @@ void cached_attention_forward(DType t, const void* qkv, const uint8_t* key_mask,
   if (!launched) {
     const size_t shared = static_cast<size_t>(a.head_dim + sums_floats(a.head_dim) + a.capacity) * sizeof(float);
     TESSERA_DEVICE_FLOAT_SWITCH(
-        t, T, launch(a.programmatic, cached_attention_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(kThreads),
+        t, T, launch_kernel(a.programmatic, cached_attention_kernel<T>, dim3(static_cast<unsigned>(rows)), dim3(kThreads),
                      shared, s, static_cast<const T*>(qkv), key_mask, a, static_cast<T*>(k_cache),
                      static_cast<T*>(v_cache), static_cast<T*>(out)));
   }

@@ -17,6 +17,7 @@
 #include "kernels/common.cuh"
 #include "kernels/decode_linear.h"
 #include "kernels/kernels.h"
+#include "kernels/programmatic_launch.cuh"
 
 namespace tessera::kernels {
 
@@ -32,18 +33,6 @@ __device__ __forceinline__ float round_to(float v) {
   T t;
   store_f(&t, v);
   return load_f(&t);
-}
-
-__device__ __forceinline__ void wait_for_previous_grid() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaGridDependencySynchronize();  // a no-op without programmatic dependent launch
-#endif
-}
-
-__device__ __forceinline__ void let_next_grid_launch() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  cudaTriggerProgrammaticLaunchCompletion();  // the next grid may start its prologue; it still waits for us
-#endif
 }
 
 template <typename T>
@@ -263,26 +252,16 @@ void launch(const DecodeLinearArgs& a, cudaStream_t s) {
   // Blocks loop over the groups in one wave (default: as many blocks as fit on the GPU at once): with
   // a LayerNorm prologue each block normalises the input once, not once per group, and no block
   // waits for a second wave. On the H200 at the GPT-2 1.5B shape, batch 1, one full wave measured
-  // 446 new tokens/s, one block per group 433, half a wave 368, one block per SM 333.
+  // 532 new tokens/s, one block per group 514, half a wave 493 (docs/decode-gpu.md).
   // blocks_per_sm 0: one block per group (no LayerNorm: as skinny_linear.cu; with one: one wave).
   const auto [per_sm, sms] = occupancy(reinterpret_cast<const void*>(kernel), shared_bytes);
   const int64_t wave = static_cast<int64_t>(sms) * (a.blocks_per_sm > 0 ? std::min(a.blocks_per_sm, per_sm) : per_sm);
   const int64_t blocks = a.blocks_per_sm == 0 && !kLayerNorm ? groups : std::min<int64_t>(groups, wave);
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks));
-  config.blockDim = dim3(32 * kWarpsPerBlock);
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = s;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attribute;
-  config.numAttrs = a.programmatic ? 1 : 0;
-  TESSERA_CUDA_CHECK(cudaLaunchKernelEx(
-      &config, kernel, static_cast<const T*>(a.in), static_cast<const T*>(a.ln_weight),
-      static_cast<const T*>(a.ln_bias), a.ln_eps, static_cast<const T*>(a.weight), static_cast<const T*>(a.bias),
-      static_cast<int>(a.epilogue), static_cast<const T*>(a.residual), a.n_out, a.k_in, split,
-      static_cast<T*>(a.out)));
+  launch_kernel(a.programmatic, kernel, dim3(static_cast<unsigned>(blocks)), dim3(32 * kWarpsPerBlock), shared_bytes,
+                s, static_cast<const T*>(a.in), static_cast<const T*>(a.ln_weight),
+                static_cast<const T*>(a.ln_bias), a.ln_eps, static_cast<const T*>(a.weight),
+                static_cast<const T*>(a.bias), static_cast<int>(a.epilogue), static_cast<const T*>(a.residual), a.n_out,
+                a.k_in, split, static_cast<T*>(a.out));
 }
 
 template <typename T, bool kLayerNorm>
