@@ -358,7 +358,7 @@ __global__ void __launch_bounds__(kHeadThreads)
   for (int d = threadIdx.x; d < kHn; d += blockDim.x) {
     float m = -INFINITY, l = 0.0f, o = 0.0f;
     for (int w = 0; w < kHeadWarps; ++w) merge_partial<1>(m, l, &o, warp_m[w], warp_l[w], &warp_o[w][d]);
-    store_f(out + blockIdx.x * kHn + d, l > 0.0f ? o / l : 0.0f);  // no key to attend: a zero row
+    store_f(out + static_cast<int64_t>(blockIdx.x) * kHn + d, l > 0.0f ? o / l : 0.0f);  // no key to attend: a zero row
   }
 }
 
