@@ -3,7 +3,8 @@
 # TP=2, PP=2 (1F1B), PP=2 (interleaved) and DP=2 with the distributed optimizer; the lm_loss and
 # grad_norm of every iteration (the metrics_file JSON lines, shortest round-trip doubles) are
 # compared as text with the sequences recorded before the architecture refactor (issue 14), so
-# "equal" means bitwise equal in fp32.
+# "equal" means bitwise equal in fp32. The recorded sequences hold on the CPU they were recorded on:
+# OpenBLAS chooses its fp32 kernels by CPU, and on another (e.g. Sapphire Rapids) the last bits differ.
 # Usage: behaviour_baseline.sh compare|record [BIN_DIR] [REFERENCE_DIR]
 #   compare: runs every case and diffs it against REFERENCE_DIR/<case>.txt (exit 1 on any difference)
 #   record:  writes REFERENCE_DIR/<case>.txt
