@@ -43,8 +43,8 @@ __device__ __forceinline__ float block_reduce(float v) {
   return kMax ? warp_max(r) : warp_sum(r);
 }
 
-// Philox4x32-10 exactly as tessera::philox4x32 (core/rng.cpp); returns word 0.
-__device__ __forceinline__ uint32_t philox_word0(uint64_t key, uint64_t counter_high, uint64_t counter_low) {
+// Philox4x32-10 exactly as tessera::philox4x32 (core/rng.cpp): the four words into out.
+__device__ __forceinline__ void philox4(uint64_t key, uint64_t counter_high, uint64_t counter_low, uint32_t (&out)[4]) {
   uint32_t c0 = static_cast<uint32_t>(counter_low), c1 = static_cast<uint32_t>(counter_low >> 32);
   uint32_t c2 = static_cast<uint32_t>(counter_high), c3 = static_cast<uint32_t>(counter_high >> 32);
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
@@ -57,17 +57,26 @@ __device__ __forceinline__ uint32_t philox_word0(uint64_t key, uint64_t counter_
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  return c0;
+  out[0] = c0, out[1] = c1, out[2] = c2, out[3] = c3;
 }
 
-// The CPU keep rule uniform(i) >= p with uniform = (bits >> 8) / 2^24 is exactly
-// (bits >> 8) >= keep_threshold where keep_threshold = ceil(p * 2^24) (see dropout_keep_threshold).
+// The CPU keep rule (ops/cpu/dropout.h) uniform_of_quarter(offset + i) >= p, with the uniform
+// (bits >> 8) / 2^24 of word (offset + i) % 4 of Philox block (offset + i) / 4, is exactly
+// (bits >> 8) >= keep_threshold where keep_threshold = ceil(p * 2^24) (make_dropout_rule).
 struct DropoutRule {
   uint64_t seed, stream, offset;
   uint32_t keep_threshold;
   float keep_scale;
+  __device__ __forceinline__ bool keeps_word(uint32_t word) const { return (word >> 8) >= keep_threshold; }
   __device__ __forceinline__ bool keeps(uint64_t i) const {
-    return (philox_word0(seed, stream, offset + i) >> 8) >= keep_threshold;
+    uint32_t words[4];
+    philox4(seed, stream, (offset + i) >> 2, words);
+    const uint32_t q = static_cast<uint32_t>((offset + i) & 3);
+    return keeps_word(q == 0 ? words[0] : q == 1 ? words[1] : q == 2 ? words[2] : words[3]);
+  }
+  // The words of the four decisions of block `block`: indices offset + i with (offset + i) / 4 == block.
+  __device__ __forceinline__ void block_words(uint64_t block, uint32_t (&words)[4]) const {
+    philox4(seed, stream, block, words);
   }
 };
 

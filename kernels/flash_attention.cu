@@ -134,6 +134,7 @@ struct ForwardParams {
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
   DropoutRule dropout;  // kDropout kernels only
   int dropout_heads, dropout_first_head;
+  bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (dropout_quads_align)
 };
 
 // The dropout mask's flat index of (batch bi, head h, query row, key): the unfused attention's probs
@@ -288,11 +289,29 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
     if constexpr (kDropout) {  // the row sums above are of the undropped P, as softmax then dropout
 #pragma unroll
       for (int nt = 0; nt < BN / 8; ++nt) {
+        uint32_t words[4];  // element e's decision word
+        if (p.dropout_quads) {
+          // Keys 2tq, 2tq + 1 of rows a and b: the lane pair (tq even, tq odd) shares two Philox blocks
+          // (its four keys of row a, and of row b); the even lane draws row a's, the odd row b's, and
+          // each hands the other the two words it needs.
+          const bool odd = tq & 1;
+          const int quad_key = k0 + nt * 8 + 2 * (tq & ~1);
+          const uint64_t index = p.dropout.offset + probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq,
+                                                                odd ? row_b : row_a, quad_key);
+          uint32_t drawn[4];
+          p.dropout.block_words(index >> 2, drawn);
+          const uint32_t got0 = __shfl_xor_sync(0xffffffffu, odd ? drawn[0] : drawn[2], 1);
+          const uint32_t got1 = __shfl_xor_sync(0xffffffffu, odd ? drawn[1] : drawn[3], 1);
+          words[0] = odd ? got0 : drawn[0], words[1] = odd ? got1 : drawn[1];
+          words[2] = odd ? drawn[2] : got0, words[3] = odd ? drawn[3] : got1;
+        }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = k0 + nt * 8 + 2 * tq + (e & 1), row = e < 2 ? row_a : row_b;
-          const bool keep = sc[nt][e] != 0.0f &&
-                            p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq, row, key));
+          const bool keep =
+              sc[nt][e] != 0.0f &&
+              (p.dropout_quads ? p.dropout.keeps_word(words[e])
+                               : p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq, row, key)));
           sc[nt][e] = keep ? sc[nt][e] * p.dropout.keep_scale : 0.0f;
         }
       }
@@ -356,6 +375,7 @@ struct BackwardParams {
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
   DropoutRule dropout;  // kDropout kernels only
   int dropout_heads, dropout_first_head;
+  bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (dropout_quads_align)
 };
 
 constexpr int kBwdBlockN = 64;  // keys per block (16 per warp)
@@ -539,6 +559,30 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
     // P^T (masked keys, causal, rows without keys -> 0) and dS^T = P^T (dP^T - D) * scale
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt) {
+      uint32_t words[4];  // element e's decision word (dropout_quads)
+      if constexpr (kDropout) {
+        if (p.dropout_quads) {
+          // Element e is (query nt 8 + 2tq + (e & 1), key a or b); the four lanes with keys 4j..4j+3
+          // (gr % 4 = 0..3, the same tq) hold word gr % 4 of the same four Philox blocks: lane r draws
+          // block r (its element r's), and in round k hands word (r - k) % 4 of it to the lane that
+          // needs it, taking its own element (r + k) % 4's word from lane (r + k) % 4.
+          const int r = gr & 3;
+          const int quad_key = (r < 2 ? key_a : key_b) & ~3, query = q0 + nt * 8 + 2 * tq + (r & 1);
+          const uint64_t index = p.dropout.offset + probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq,
+                                                                query, quad_key);
+          uint32_t drawn[4];
+          p.dropout.block_words(index >> 2, drawn);
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int give = (r - k) & 3, take = (r + k) & 3;
+            const uint32_t sent = give == 0 ? drawn[0] : give == 1 ? drawn[1] : give == 2 ? drawn[2] : drawn[3];
+            const uint32_t got = __shfl_sync(0xffffffffu, sent, lane + 4 * (take - r));
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (e == take) words[e] = got;
+          }
+        }
+      }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int ql = nt * 8 + 2 * tq + (e & 1);
@@ -548,8 +592,10 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
         const float bias = alibi * static_cast<float>(abs(q0 + ql - key));
         const float prob = ok ? fast_exp2(sc[nt][e] * p.scale_log2 - bias - lse_tile[ql]) : 0.0f;
         if constexpr (kDropout) {
-          const bool keep = prob != 0.0f && p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head, h,
-                                                                       seq, q0 + ql, key));
+          const bool keep = prob != 0.0f && (p.dropout_quads ? p.dropout.keeps_word(words[e])
+                                                             : p.dropout.keeps(probs_index(bi, p.dropout_heads,
+                                                                                           p.dropout_first_head, h,
+                                                                                           seq, q0 + ql, key)));
           const float z = keep ? p.dropout.keep_scale : 0.0f;
           sc[nt][e] = prob * z;
           dp[nt][e] = prob * (dp[nt][e] * z - d_tile[ql]) * p.scale;
@@ -665,6 +711,9 @@ void set_dropout(Params& p, const FlashAttentionArgs& a) {
   p.dropout = make_dropout_rule(a.dropout);
   p.dropout_heads = static_cast<int>(a.dropout_heads > 0 ? a.dropout_heads : a.num_heads);
   p.dropout_first_head = static_cast<int>(a.dropout_first_head);
+  // A row's probabilities start at a multiple of seq in the flat index; with seq and the offset
+  // multiples of 4, keys 4j..4j+3 of a row are one Philox block (four decisions, one evaluation).
+  p.dropout_quads = a.seq % 4 == 0 && a.dropout.offset % 4 == 0;
 }
 
 template <typename T, int HN>

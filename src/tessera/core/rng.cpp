@@ -43,6 +43,10 @@ float RandomStream::uniform(uint64_t index) const {
   return static_cast<float>(bits(index) >> 8) * (1.0f / 16777216.0f);
 }
 
+float RandomStream::uniform_of_quarter(uint64_t index) const {
+  return static_cast<float>(philox4x32(seed_, stream_, index >> 2)[index & 3] >> 8) * (1.0f / 16777216.0f);
+}
+
 double RandomStream::uniform_double(uint64_t index) const {
   auto r = philox4x32(seed_, stream_, index);
   uint64_t v = (static_cast<uint64_t>(r[0]) << 32 | r[1]) >> 11;

@@ -23,6 +23,9 @@ class RandomStream {
   double uniform_double(uint64_t index) const;
   float normal(uint64_t index) const;        // standard normal (Box-Muller on one Philox block)
   uint64_t below(uint64_t index, uint64_t n) const;  // uniform integer in [0, n)
+  // [0, 1) with 24 random bits from word index % 4 of Philox block index / 4: four consecutive
+  // indices share one Philox evaluation (the dropout masks: a GPU thread draws four decisions at once).
+  float uniform_of_quarter(uint64_t index) const;
   uint64_t seed() const { return seed_; }      // the key (device kernels redraw the same values)
   uint64_t stream() const { return stream_; }  // the high counter word
 

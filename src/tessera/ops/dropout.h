@@ -1,4 +1,4 @@
-// Dropout driven by the counter-based RNG: element i is kept iff stream.uniform(index_offset + i) >= p,
+// Dropout driven by the counter-based RNG: element i is kept iff stream.uniform_of_quarter(index_offset + i) >= p,
 // and kept values are scaled by 1/(1-p). The mask is never stored: backward draws it again.
 #pragma once
 #include <cstdint>

@@ -44,6 +44,31 @@ TEST(CoreRng, StreamsAreDeterministicAndIndependent) {
   EXPECT_EQ(mix_stream(1, 2), mix_stream(1, 2));
 }
 
+// The dropout draw: index i takes word i % 4 of Philox block i / 4 (four decisions per evaluation),
+// 24 bits of it; every word of a block is used once, and the draws look uniform.
+TEST(CoreRng, UniformOfQuarterUsesEveryWordOfABlock) {
+  const RandomStream rng(99, 5);
+  for (uint64_t block : {uint64_t(0), uint64_t(1), uint64_t(123456789)}) {
+    const auto words = philox4x32(99, 5, block);
+    for (uint64_t w = 0; w < 4; ++w)
+      EXPECT_EQ(rng.uniform_of_quarter(4 * block + w), static_cast<float>(words[w] >> 8) / 16777216.0f) << block << " " << w;
+  }
+  const int n = 100000;
+  double sum = 0, sq = 0;
+  int kept = 0;
+  for (int i = 0; i < n; ++i) {
+    const float u = rng.uniform_of_quarter(i);
+    ASSERT_GE(u, 0.0f);
+    ASSERT_LT(u, 1.0f);
+    sum += u;
+    sq += double(u) * u;
+    kept += u >= 0.1f;
+  }
+  EXPECT_NEAR(sum / n, 0.5, 0.005);
+  EXPECT_NEAR(sq / n - (sum / n) * (sum / n), 1.0 / 12.0, 0.002);
+  EXPECT_NEAR(kept / double(n), 0.9, 0.005);
+}
+
 TEST(CoreRng, UniformAndNormalStatistics) {
   const RandomStream rng(42, 7);
   const int n = 100000;

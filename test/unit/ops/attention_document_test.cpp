@@ -101,7 +101,7 @@ void masked_reference(const OwnedTensor& qkv, const std::vector<uint8_t>& mask, 
           const int64_t flat = ((bi * c.na + h) * c.s + i) * c.s + j;
           const double prob = std::exp(score[j] - top) / total;
           probs[flat] = prob;
-          const bool keep = c.dropout == 0 || stream.uniform(static_cast<uint64_t>(flat)) >= c.dropout;
+          const bool keep = c.dropout == 0 || stream.uniform_of_quarter(static_cast<uint64_t>(flat)) >= c.dropout;
           const double weight = keep ? prob / (1 - c.dropout) : 0.0;
           for (int64_t d = 0; d < c.hn; ++d) out[((i * c.b + bi) * c.na + h) * c.hn + d] += weight * at(j, bi, v_col + d);
         }

@@ -18,7 +18,7 @@ TEST(OpsDropout, KeepsByStreamUniformAndScales) {
   ops::dropout_forward(in, p, stream, 0, out);
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const bool keep = stream.uniform(static_cast<uint64_t>(i)) >= p;
+    const bool keep = stream.uniform_of_quarter(static_cast<uint64_t>(i)) >= p;
     kept += keep;
     EXPECT_FLOAT_EQ(out.at<float>(i), keep ? in.at<float>(i) / float(1 - p) : 0.0f) << i;
   }

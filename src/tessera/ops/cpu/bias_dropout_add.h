@@ -8,7 +8,7 @@
 namespace tessera::ops::cpu {
 
 // out[i] = residual[i] + dropout(x[i] + bias[i % cols]) where dropout keeps element i iff
-// stream.uniform(index_offset + i) >= p and scales by T(1 / (1 - p)); bias may be nullptr. The same
+// stream.uniform_of_quarter(index_offset + i) >= p and scales by T(1 / (1 - p)); bias may be nullptr. The same
 // T roundings as add + dropout_apply + add, in the same order, so the result equals the unfused ops
 // bit for bit. out may alias x or residual.
 template <typename T>

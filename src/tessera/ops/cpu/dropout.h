@@ -1,5 +1,7 @@
-// CPU reference of counter-based dropout: element i is kept iff stream.uniform(index_offset + i) >= p and
-// kept values are scaled by 1/(1-p). Forward and backward apply the same mask, drawn again.
+// CPU reference of counter-based dropout: element i is kept iff
+// stream.uniform_of_quarter(index_offset + i) >= p (one Philox evaluation gives the decisions of four
+// consecutive indices) and kept values are scaled by 1/(1-p). Forward and backward apply the same
+// mask, drawn again.
 #pragma once
 #include <cstdint>
 
@@ -9,7 +11,7 @@ namespace tessera::ops::cpu {
 
 // The keep rule shared by dropout and attention-probability dropout.
 inline bool dropout_keeps(const RandomStream& stream, uint64_t index, double p) {
-  return static_cast<double>(stream.uniform(index)) >= p;
+  return static_cast<double>(stream.uniform_of_quarter(index)) >= p;
 }
 
 // out[i] = keep(i) ? in[i] / (1 - p) : 0, with p in [0, 1); used for both forward and backward
