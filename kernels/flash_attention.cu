@@ -134,7 +134,7 @@ struct ForwardParams {
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
   DropoutRule dropout;  // kDropout kernels only
   int dropout_heads, dropout_first_head;
-  bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (dropout_quads_align)
+  bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (set_dropout)
 };
 
 // The dropout mask's flat index of (batch bi, head h, query row, key): the unfused attention's probs
@@ -308,10 +308,10 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = k0 + nt * 8 + 2 * tq + (e & 1), row = e < 2 ? row_a : row_b;
-          const bool keep =
-              sc[nt][e] != 0.0f &&
-              (p.dropout_quads ? p.dropout.keeps_word(words[e])
-                               : p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq, row, key)));
+          const bool keep = sc[nt][e] != 0.0f &&
+                            (p.dropout_quads ? p.dropout.keeps_word(words[e])
+                                             : p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head,
+                                                                           h, seq, row, key)));
           sc[nt][e] = keep ? sc[nt][e] * p.dropout.keep_scale : 0.0f;
         }
       }
@@ -375,7 +375,7 @@ struct BackwardParams {
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
   DropoutRule dropout;  // kDropout kernels only
   int dropout_heads, dropout_first_head;
-  bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (dropout_quads_align)
+  bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (set_dropout)
 };
 
 constexpr int kBwdBlockN = 64;  // keys per block (16 per warp)

@@ -51,7 +51,8 @@ TEST(CoreRng, UniformOfQuarterUsesEveryWordOfABlock) {
   for (uint64_t block : {uint64_t(0), uint64_t(1), uint64_t(123456789)}) {
     const auto words = philox4x32(99, 5, block);
     for (uint64_t w = 0; w < 4; ++w)
-      EXPECT_EQ(rng.uniform_of_quarter(4 * block + w), static_cast<float>(words[w] >> 8) / 16777216.0f) << block << " " << w;
+      EXPECT_EQ(rng.uniform_of_quarter(4 * block + w), static_cast<float>(words[w] >> 8) / 16777216.0f)
+          << block << " " << w;
   }
   const int n = 100000;
   double sum = 0, sq = 0;

@@ -35,7 +35,8 @@ inline bool attends(int64_t seq, int64_t bi, int64_t i, int64_t j, bool causal, 
 
 // qkv [s, b, (na + 2 ng) hn]; key_padding_mask u8 [b, s] (1 = attend) or null; document_ids i32 [b, s]
 // or null; out [s, b, na hn]; probs [b, na, s, s] (softmax before dropout, 0 on masked keys).
-// Attention-probability dropout keeps element i of probs iff dropout_stream.uniform_of_quarter(i) >= dropout.
+// Attention-probability dropout keeps element i of probs iff
+// dropout_stream.uniform_of_quarter(i) >= dropout.
 template <typename T>
 void attention_forward(const T* qkv, const uint8_t* key_padding_mask, const int32_t* document_ids,
                        const AttentionDims& dims, bool causal, double dropout, const RandomStream& dropout_stream,
