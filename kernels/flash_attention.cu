@@ -132,7 +132,7 @@ struct ForwardParams {
   bool causal;
   float scale_log2;  // softmax_scale * log2(e)
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
-  DropoutRule dropout;  // kDropout kernels only
+  DropoutRule dropout;  // Dropout::quads / elements kernels only
   int dropout_heads, dropout_first_head;
   bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (set_dropout)
 };
@@ -144,6 +144,10 @@ __device__ __forceinline__ uint64_t probs_index(int bi, int dropout_heads, int f
   return ((static_cast<uint64_t>(bi) * dropout_heads + first_head + h) * seq + row) * seq + key;
 }
 
+// How a kernel drops attention probabilities, fixed at compile time so that the hot kernels carry
+// only the code they run (set_dropout decides which applies).
+enum class Dropout { none, quads, elements };  // quads: keys 4j..4j+3 of a row share one Philox block
+
 constexpr int kFwdBlockM = 64, kFwdBlockN = 64;
 
 template <typename T, int HN>
@@ -153,9 +157,9 @@ constexpr int forward_smem_bytes() {
 
 // One block: 64 query rows of one (head, batch); each warp owns 16 rows. Key/value tiles of 64 rows
 // stream through a two-stage cp.async pipeline; the softmax is online (running max and sum).
-// kDropout: P's elements are dropped (kept ones scaled by 1 / (1 - p)) after the row sum, before P V.
-template <typename T, int HN, bool kDropout>
-__global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p) {
+// kDropout != none: P's elements are dropped (kept ones scaled by 1 / (1 - p)) after the row sum, before P V.
+template <typename T, int HN, Dropout kDropout>
+__global__ void __launch_bounds__(kThreads, HN == 64 ? 4 : 1) flash_forward_kernel(ForwardParams p) {
   constexpr int BM = kFwdBlockM, BN = kFwdBlockN, LD = HN + 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
@@ -286,11 +290,11 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
       }
     }
 
-    if constexpr (kDropout) {  // the row sums above are of the undropped P, as softmax then dropout
+    if constexpr (kDropout != Dropout::none) {  // the row sums above are of the undropped P, as softmax then dropout
 #pragma unroll
       for (int nt = 0; nt < BN / 8; ++nt) {
         uint32_t words[4];  // element e's decision word
-        if (p.dropout_quads) {
+        if constexpr (kDropout == Dropout::quads) {
           // Keys 2tq, 2tq + 1 of rows a and b: the lane pair (tq even, tq odd) shares two Philox blocks
           // (its four keys of row a, and of row b); the even lane draws row a's, the odd row b's, and
           // each hands the other the two words it needs.
@@ -308,10 +312,11 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = k0 + nt * 8 + 2 * tq + (e & 1), row = e < 2 ? row_a : row_b;
-          const bool keep = sc[nt][e] != 0.0f &&
-                            (p.dropout_quads ? p.dropout.keeps_word(words[e])
-                                             : p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head,
-                                                                           h, seq, row, key)));
+          bool keep;
+          if constexpr (kDropout == Dropout::quads) keep = sc[nt][e] != 0.0f && p.dropout.keeps_word(words[e]);
+          else
+            keep = sc[nt][e] != 0.0f &&
+                   p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq, row, key));
           sc[nt][e] = keep ? sc[nt][e] * p.dropout.keep_scale : 0.0f;
         }
       }
@@ -361,8 +366,8 @@ __global__ void __launch_bounds__(kThreads) flash_forward_kernel(ForwardParams p
 struct BackwardParams {
   const void* qkv;
   const void* dout;
-  const float* lse;   // [b, na, s]
-  const float* dsum;  // D = rowsum(dout * out), [b, na, s]
+  const float* lse2;  // the log-sum-exp in the log2 domain, [b, na, stats_seq(s)]
+  const float* dsum;  // D = rowsum(dout * out), [b, na, stats_seq(s)]
   const uint8_t* mask;
   const int32_t* documents;  // [b, s] or null
   void* dqkv;
@@ -373,7 +378,7 @@ struct BackwardParams {
   bool causal;
   float scale, scale_log2;
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
-  DropoutRule dropout;  // kDropout kernels only
+  DropoutRule dropout;  // Dropout::quads / elements kernels only
   int dropout_heads, dropout_first_head;
   bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (set_dropout)
 };
@@ -391,31 +396,50 @@ constexpr int backward_smem_bytes() {
          2 * BQ * static_cast<int>(sizeof(int32_t));
 }
 
-// D[b, h, q] = sum_d dout * out (fp32) and zeroes the dq accumulator; one warp per (q, b, h) row.
+// The backward's per-query statistics, [b, h, seq_pad] each with seq_pad = seq rounded up to
+// kStatsPad (whole query tiles, so that the backward copies them with cp.async): D = rowsum(dout *
+// out) and the log-sum-exp in the log2 domain (+inf for a query without keys, and for the padding).
+constexpr int kStatsPad = 64;
+__host__ __device__ inline int stats_seq(int seq) { return (seq + kStatsPad - 1) / kStatsPad * kStatsPad; }
+
+// D[b, h, q] = sum_d dout * out (fp32), lse2[b, h, q] = lse * log2(e), and zeroes the dq
+// accumulator; one warp per (q, b, h) row of the padded query range.
 template <typename T, int HN>
-__global__ void flash_backward_prepare_kernel(const T* dout, const T* out, float* dsum, float* dq_accum, int seq,
-                                              int batch, int heads) {
+__global__ void flash_backward_prepare_kernel(const T* dout, const T* out, const float* lse, float* dsum, float* lse2,
+                                              float* dq_accum, int seq, int batch, int heads) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (row >= static_cast<int64_t>(seq) * batch * heads) return;
+  const int seq_pad = stats_seq(seq);
+  if (row >= static_cast<int64_t>(seq_pad) * batch * heads) return;
+  const int h = static_cast<int>(row % heads);
+  const int64_t rest = row / heads;
+  const int bi = static_cast<int>(rest % batch), q = static_cast<int>(rest / batch);
+  const int64_t stat = (static_cast<int64_t>(bi) * heads + h) * seq_pad + q;
+  if (q >= seq) {
+    if (lane == 0) dsum[stat] = 0.0f, lse2[stat] = INFINITY;
+    return;
+  }
   const T* a = dout + row * HN;
   const T* b = out + row * HN;
   float sum = 0.0f;
 #pragma unroll
   for (int d = lane * 2; d < HN; d += 64) sum += load_f(a + d) * load_f(b + d) + load_f(a + d + 1) * load_f(b + d + 1);
   sum = warp_sum(sum);
-  const int h = static_cast<int>(row % heads);
-  const int64_t rest = row / heads;
-  const int bi = static_cast<int>(rest % batch), q = static_cast<int>(rest / batch);
-  if (lane == 0) dsum[(static_cast<int64_t>(bi) * heads + h) * seq + q] = sum;
+  if (lane == 0) {
+    const float l = lse[(static_cast<int64_t>(bi) * heads + h) * seq + q];
+    dsum[stat] = sum;
+    lse2[stat] = l == -INFINITY ? INFINITY : l * kLog2e;
+  }
   float2* acc = reinterpret_cast<float2*>(dq_accum + row * HN);
 #pragma unroll
   for (int d = lane; d < HN / 2; d += 32) acc[d] = make_float2(0.0f, 0.0f);
 }
 
-// dqkv's q columns = dq accumulator (already scaled) rounded to the storage dtype.
+// dqkv's q columns = dq accumulator times the softmax scale (the backward kernel leaves it out of dS),
+// rounded to the storage dtype.
 template <typename T, int HN>
-__global__ void flash_backward_write_dq_kernel(const float* dq_accum, T* dqkv, int64_t pairs, int heads, int groups) {
+__global__ void flash_backward_write_dq_kernel(const float* dq_accum, T* dqkv, int64_t pairs, int heads, int groups,
+                                               float scale) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= pairs) return;
   const int64_t e = 2 * i;
@@ -427,16 +451,17 @@ __global__ void flash_backward_write_dq_kernel(const float* dq_accum, T* dqkv, i
   const int64_t width = static_cast<int64_t>(heads + 2 * groups) * HN;
   const float2 v = *reinterpret_cast<const float2*>(dq_accum + e);
   *reinterpret_cast<uint32_t*>(dqkv + token * width + (h / hpg) * (hpg + 2) * HN + (h % hpg) * HN + d) =
-      pack2<T>(v.x, v.y);
+      pack2<T>(v.x * scale, v.y * scale);
 }
 
 // One block: 64 keys of one (group, batch); each warp owns 16 keys and keeps their dK, dV in
 // registers while query tiles of every head of the group stream through (two cp.async stages).
-// Per tile: S^T = K Q^T, P^T = exp(S^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T - D) * scale,
-// dV += P^T dO, dK += dS^T Q, and dQ += dS K through shared memory and fp32 atomics.
-// kDropout: with Z the mask scaled by 1 / (1 - p), dV += (P Z)^T dO and dS = P (dP Z - D), D being
+// Per tile: S^T = K Q^T, P^T = exp(S^T - lse), dP^T = V dO^T, dS^T = P^T (dP^T - D), dV += P^T dO,
+// dK += dS^T Q, and dQ += dS K through shared memory and fp32 atomics; dK and dQ are multiplied by
+// the softmax scale once, when written.
+// kDropout != none: with Z the mask scaled by 1 / (1 - p), dV += (P Z)^T dO and dS = P (dP Z - D), D being
 // rowsum(dO out) of the dropped output (sum_j P_ij Z_ij dP_ij = dO_i . out_i).
-template <typename T, int HN, bool kDropout>
+template <typename T, int HN, Dropout kDropout>
 __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams p) {
   constexpr int BK = kBwdBlockN, BQ = backward_block_m<HN>(), LD = HN + 8, LDS = BQ + 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -473,14 +498,16 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
     load_rows<T, HN, BQ>(sQ + stage * BQ * LD, group_base + hh * HN, row_stride, i * BQ, seq);
     load_rows<T, HN, BQ>(sdO + stage * BQ * LD, dout + static_cast<int64_t>(bi) * heads * HN + h * HN, out_stride,
                          i * BQ, seq);
-    for (int t = threadIdx.x; t < BQ; t += kThreads) {
-      const int q = i * BQ + t;
-      const int64_t index = (static_cast<int64_t>(bi) * heads + h) * seq + q;
-      const float l = q < seq ? p.lse[index] : -INFINITY;
-      sLse[stage * BQ + t] = l == -INFINITY ? INFINITY : l * kLog2e;
-      sD[stage * BQ + t] = q < seq ? p.dsum[index] : 0.0f;
-      if (docs) sDoc[stage * BQ + t] = q < seq ? docs[q] : -1;
+    // the tile's log2-domain log-sum-exp and D (padded to whole tiles: no bounds) in 16-byte copies
+    const int64_t stats = (static_cast<int64_t>(bi) * heads + h) * stats_seq(seq) + i * BQ;
+    constexpr int kStatChunks = BQ / 4;
+    if (threadIdx.x < 2 * kStatChunks) {
+      const int c = threadIdx.x % kStatChunks;
+      const bool is_d = threadIdx.x >= kStatChunks;
+      cp_async16((is_d ? sD : sLse) + stage * BQ + 4 * c, (is_d ? p.dsum : p.lse2) + stats + 4 * c, true);
     }
+    if (docs)
+      for (int t = threadIdx.x; t < BQ; t += kThreads) sDoc[stage * BQ + t] = i * BQ + t < seq ? docs[i * BQ + t] : -1;
   };
 
   load_rows<T, HN, BK>(sK, k_base, row_stride, key0, seq);
@@ -556,52 +583,62 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
       }
     }
 
-    // P^T (masked keys, causal, rows without keys -> 0) and dS^T = P^T (dP^T - D) * scale
+    // P^T (masked keys, causal, rows without keys -> 0) and dS^T = P^T (dP^T - D). Only tiles
+    // that cross the diagonal or the sequence end, or with padding / documents, test each element.
+    const bool need_mask = key0 + BK > seq || (p.causal && key0 + BK - 1 > q0) || mask_row != nullptr || docs;
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt) {
-      uint32_t words[4];  // element e's decision word (dropout_quads)
-      if constexpr (kDropout) {
-        if (p.dropout_quads) {
-          // Element e is (query nt 8 + 2tq + (e & 1), key a or b); the four lanes with keys 4j..4j+3
-          // (gr % 4 = 0..3, the same tq) hold word gr % 4 of the same four Philox blocks: lane r draws
-          // block r (its element r's), and in round k hands word (r - k) % 4 of it to the lane that
-          // needs it, taking its own element (r + k) % 4's word from lane (r + k) % 4.
-          const int r = gr & 3;
-          const int quad_key = (r < 2 ? key_a : key_b) & ~3, query = q0 + nt * 8 + 2 * tq + (r & 1);
-          const uint64_t index = p.dropout.offset + probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq,
-                                                                query, quad_key);
-          uint32_t drawn[4];
-          p.dropout.block_words(index >> 2, drawn);
+      uint32_t words[4];  // element e's decision word (Dropout::quads)
+      if constexpr (kDropout == Dropout::quads) {
+        // Element e is (query nt 8 + 2tq + (e & 1), key a or b); the four lanes with keys 4j..4j+3
+        // (gr % 4 = 0..3, the same tq) hold word gr % 4 of the same four Philox blocks: lane r draws
+        // block r (its element r's), and in round k hands word (r - k) % 4 of it to the lane that
+        // needs it, taking its own element (r + k) % 4's word from lane (r + k) % 4.
+        const int r = gr & 3;
+        const int quad_key = (r < 2 ? key_a : key_b) & ~3, query = q0 + nt * 8 + 2 * tq + (r & 1);
+        const uint64_t index =
+            p.dropout.offset + probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq, query, quad_key);
+        uint32_t drawn[4];
+        p.dropout.block_words(index >> 2, drawn);
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            const int give = (r - k) & 3, take = (r + k) & 3;
-            const uint32_t sent = give == 0 ? drawn[0] : give == 1 ? drawn[1] : give == 2 ? drawn[2] : drawn[3];
-            const uint32_t got = __shfl_sync(0xffffffffu, sent, lane + 4 * (take - r));
+        for (int k = 0; k < 4; ++k) {
+          const int give = (r - k) & 3, take = (r + k) & 3;
+          const uint32_t sent = give == 0 ? drawn[0] : give == 1 ? drawn[1] : give == 2 ? drawn[2] : drawn[3];
+          const uint32_t got = __shfl_sync(0xffffffffu, sent, lane + 4 * (take - r));
 #pragma unroll
-            for (int e = 0; e < 4; ++e)
-              if (e == take) words[e] = got;
-          }
+          for (int e = 0; e < 4; ++e)
+            if (e == take) words[e] = got;
         }
       }
+      // the two queries of this lane's columns: log-sum-exp and D of query nt 8 + 2 tq and the next
+      const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + nt * 8 + 2 * tq);
+      const float2 d2 = *reinterpret_cast<const float2*>(d_tile + nt * 8 + 2 * tq);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int ql = nt * 8 + 2 * tq + (e & 1);
         const int key = e < 2 ? key_a : key_b;
-        const bool ok = (e < 2 ? key_ok_a : key_ok_b) && !(p.causal && key > q0 + ql) &&
-                        !(docs && doc_tile[ql] != (e < 2 ? doc_a : doc_b));
-        const float bias = alibi * static_cast<float>(abs(q0 + ql - key));
-        const float prob = ok ? fast_exp2(sc[nt][e] * p.scale_log2 - bias - lse_tile[ql]) : 0.0f;
-        if constexpr (kDropout) {
-          const bool keep = prob != 0.0f && (p.dropout_quads ? p.dropout.keeps_word(words[e])
-                                                             : p.dropout.keeps(probs_index(bi, p.dropout_heads,
-                                                                                           p.dropout_first_head, h,
-                                                                                           seq, q0 + ql, key)));
+        float x = sc[nt][e] * p.scale_log2;
+        if (alibi != 0.0f) x -= alibi * static_cast<float>(abs(q0 + ql - key));
+        x -= e & 1 ? lse2.y : lse2.x;
+        if (need_mask) {
+          const bool ok = (e < 2 ? key_ok_a : key_ok_b) && !(p.causal && key > q0 + ql) &&
+                          !(docs && doc_tile[ql] != (e < 2 ? doc_a : doc_b));
+          if (!ok) x = -INFINITY;
+        }
+        const float prob = fast_exp2(x);  // exp2(-inf) = 0; a query without keys has lse +inf: 0 too
+        const float d = e & 1 ? d2.y : d2.x;
+        if constexpr (kDropout != Dropout::none) {
+          bool keep;
+          if constexpr (kDropout == Dropout::quads) keep = prob != 0.0f && p.dropout.keeps_word(words[e]);
+          else
+            keep = prob != 0.0f &&
+                   p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq, q0 + ql, key));
           const float z = keep ? p.dropout.keep_scale : 0.0f;
           sc[nt][e] = prob * z;
-          dp[nt][e] = prob * (dp[nt][e] * z - d_tile[ql]) * p.scale;
+          dp[nt][e] = prob * (dp[nt][e] * z - d);
         } else {
           sc[nt][e] = prob;
-          dp[nt][e] = prob * (dp[nt][e] - d_tile[ql]) * p.scale;
+          dp[nt][e] = prob * (dp[nt][e] - d);
         }
       }
     }
@@ -681,7 +718,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
       T* dv_row = dv_base + static_cast<int64_t>(key) * row_stride;
 #pragma unroll
       for (int dt = 0; dt < HN / 8; ++dt) {
-        *reinterpret_cast<uint32_t*>(dk_row + dt * 8 + 2 * tq) = pack2<T>(dk[dt][2 * r], dk[dt][2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(dk_row + dt * 8 + 2 * tq) =
+            pack2<T>(dk[dt][2 * r] * p.scale, dk[dt][2 * r + 1] * p.scale);
         *reinterpret_cast<uint32_t*>(dv_row + dt * 8 + 2 * tq) = pack2<T>(dv[dt][2 * r], dv[dt][2 * r + 1]);
       }
     }
@@ -720,8 +758,9 @@ template <typename T, int HN>
 void launch_forward(const void* qkv, const uint8_t* mask, const FlashAttentionArgs& a, void* out, float* lse,
                     cudaStream_t stream) {
   constexpr int smem = forward_smem_bytes<T, HN>();
-  static const bool configured = (allow_dynamic_smem(flash_forward_kernel<T, HN, false>, smem),
-                                  allow_dynamic_smem(flash_forward_kernel<T, HN, true>, smem), true);
+  static const bool configured = (allow_dynamic_smem(flash_forward_kernel<T, HN, Dropout::none>, smem),
+                                  allow_dynamic_smem(flash_forward_kernel<T, HN, Dropout::quads>, smem),
+                                  allow_dynamic_smem(flash_forward_kernel<T, HN, Dropout::elements>, smem), true);
   (void)configured;
   ForwardParams p;
   set_dropout(p, a);
@@ -733,8 +772,9 @@ void launch_forward(const void* qkv, const uint8_t* mask, const FlashAttentionAr
   p.alibi_heads = static_cast<int>(a.alibi_heads), p.alibi_first_head = static_cast<int>(a.alibi_first_head);
   const dim3 grid(static_cast<unsigned>((a.seq + kFwdBlockM - 1) / kFwdBlockM), static_cast<unsigned>(a.num_heads),
                   static_cast<unsigned>(a.batch));
-  if (a.dropout.p > 0.0) flash_forward_kernel<T, HN, true><<<grid, kThreads, smem, stream>>>(p);
-  else flash_forward_kernel<T, HN, false><<<grid, kThreads, smem, stream>>>(p);
+  if (a.dropout.p <= 0.0) flash_forward_kernel<T, HN, Dropout::none><<<grid, kThreads, smem, stream>>>(p);
+  else if (p.dropout_quads) flash_forward_kernel<T, HN, Dropout::quads><<<grid, kThreads, smem, stream>>>(p);
+  else flash_forward_kernel<T, HN, Dropout::elements><<<grid, kThreads, smem, stream>>>(p);
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -743,29 +783,35 @@ size_t dq_accum_bytes(const FlashAttentionArgs& a) {
   return (bytes + 255) / 256 * 256;
 }
 
-// Deterministic mode's dQ slices follow dq_accum and D in the scratch.
-size_t dq_slices_offset(const FlashAttentionArgs& a) {
-  const size_t dsum_bytes = static_cast<size_t>(a.batch * a.num_heads * a.seq) * sizeof(float);
-  return dq_accum_bytes(a) + (dsum_bytes + 255) / 256 * 256;
+// The per-query statistics (D, then the log2-domain log-sum-exp) follow dq_accum in the scratch.
+size_t stats_bytes(const FlashAttentionArgs& a) {
+  const size_t bytes = static_cast<size_t>(a.batch * a.num_heads * stats_seq(static_cast<int>(a.seq))) * sizeof(float);
+  return (bytes + 255) / 256 * 256;
 }
+
+// Deterministic mode's dQ slices follow dq_accum and the statistics in the scratch.
+size_t dq_slices_offset(const FlashAttentionArgs& a) { return dq_accum_bytes(a) + 2 * stats_bytes(a); }
 
 template <typename T, int HN>
 void launch_backward(const void* dout, const void* qkv, const void* out, const float* lse, const uint8_t* mask,
                      const FlashAttentionArgs& a, void* dqkv, void* scratch, cudaStream_t stream) {
   constexpr int smem = backward_smem_bytes<T, HN>();
-  static const bool configured = (allow_dynamic_smem(flash_backward_kernel<T, HN, false>, smem),
-                                  allow_dynamic_smem(flash_backward_kernel<T, HN, true>, smem), true);
+  static const bool configured = (allow_dynamic_smem(flash_backward_kernel<T, HN, Dropout::none>, smem),
+                                  allow_dynamic_smem(flash_backward_kernel<T, HN, Dropout::quads>, smem),
+                                  allow_dynamic_smem(flash_backward_kernel<T, HN, Dropout::elements>, smem), true);
   (void)configured;
   float* dq_accum = static_cast<float*>(scratch);
   float* dsum = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_accum_bytes(a));
+  float* lse2 = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_accum_bytes(a) + stats_bytes(a));
   const int64_t rows = a.seq * a.batch * a.num_heads;
-  flash_backward_prepare_kernel<T, HN><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(
-      static_cast<const T*>(dout), static_cast<const T*>(out), dsum, dq_accum, static_cast<int>(a.seq),
+  const int64_t padded_rows = stats_seq(static_cast<int>(a.seq)) * a.batch * a.num_heads;
+  flash_backward_prepare_kernel<T, HN><<<static_cast<unsigned>((padded_rows + 7) / 8), 256, 0, stream>>>(
+      static_cast<const T*>(dout), static_cast<const T*>(out), lse, dsum, lse2, dq_accum, static_cast<int>(a.seq),
       static_cast<int>(a.batch), static_cast<int>(a.num_heads));
   TESSERA_KERNEL_LAUNCH_CHECK();
   BackwardParams p;
   set_dropout(p, a);
-  p.qkv = qkv, p.dout = dout, p.lse = lse, p.dsum = dsum, p.mask = mask, p.documents = a.document_ids, p.dqkv = dqkv;
+  p.qkv = qkv, p.dout = dout, p.lse2 = lse2, p.dsum = dsum, p.mask = mask, p.documents = a.document_ids, p.dqkv = dqkv;
   p.dq_accum = dq_accum;
   p.seq = static_cast<int>(a.seq), p.batch = static_cast<int>(a.batch);
   p.heads = static_cast<int>(a.num_heads), p.groups = static_cast<int>(a.num_query_groups);
@@ -781,8 +827,9 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
     p.dq_slices = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_slices_offset(a));
     TESSERA_CUDA_CHECK(cudaMemsetAsync(p.dq_slices, 0, grid.x * dq_accum_bytes(a), stream));
   }
-  if (a.dropout.p > 0.0) flash_backward_kernel<T, HN, true><<<grid, kThreads, smem, stream>>>(p);
-  else flash_backward_kernel<T, HN, false><<<grid, kThreads, smem, stream>>>(p);
+  if (a.dropout.p <= 0.0) flash_backward_kernel<T, HN, Dropout::none><<<grid, kThreads, smem, stream>>>(p);
+  else if (p.dropout_quads) flash_backward_kernel<T, HN, Dropout::quads><<<grid, kThreads, smem, stream>>>(p);
+  else flash_backward_kernel<T, HN, Dropout::elements><<<grid, kThreads, smem, stream>>>(p);
   TESSERA_KERNEL_LAUNCH_CHECK();
   if (a.deterministic) {
     const int64_t n = rows * HN;
@@ -793,7 +840,8 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
   }
   const int64_t pairs = rows * HN / 2;
   flash_backward_write_dq_kernel<T, HN><<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, stream>>>(
-      dq_accum, static_cast<T*>(dqkv), pairs, static_cast<int>(a.num_heads), static_cast<int>(a.num_query_groups));
+      dq_accum, static_cast<T*>(dqkv), pairs, static_cast<int>(a.num_heads), static_cast<int>(a.num_query_groups),
+      a.softmax_scale);
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -451,11 +451,12 @@ int main(int argc, char** argv) {
   }
   // argv[1]: optional file for the per-configuration error table (default: stdout); argv[2] = "quick":
   // no timings and s <= 257 only (for runs under compute-sanitizer); "dropout": only the fused
-  // kernels' attention-dropout cases.
+  // kernels' attention-dropout cases; "timings": only the timings (for A/B runs of kernel variants).
   std::FILE* log = argc > 1 ? std::fopen(argv[1], "w") : stdout;
   if (!log) log = stdout;
   const bool dropout_only = argc > 2 && std::string(argv[2]) == "dropout";
   const bool quick = dropout_only || (argc > 2 && std::string(argv[2]) == "quick");
+  const bool timings_only = argc > 2 && std::string(argv[2]) == "timings";
   try {
     std::printf("timings (bf16, causal, s=1024, hn=64; median of 20 after 3 warm-up; FLOPs fwd 4 b na s^2 hn / 2, "
                 "bwd 2.5x)\n");
@@ -465,6 +466,7 @@ int main(int argc, char** argv) {
       time_shape("GPT-2 124M  16 documents", 16, 12, 1024, 64, 16);
       time_shape("GPT-2 124M  dropout 0.1", 16, 12, 1024, 64, 0, 0.1);
     }
+    if (timings_only) return 0;
     const int64_t heads[][2] = {{4, 4}, {8, 2}, {4, 1}};
     if (!dropout_only)
     for (DType t : {DType::bf16, DType::f16})
