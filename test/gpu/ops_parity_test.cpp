@@ -23,6 +23,7 @@
 #include "tessera/ops/adamw.h"
 #include "tessera/ops/attention.h"
 #include "tessera/ops/cross_entropy.h"
+#include "tessera/ops/cuda/gemm_cuda.h"
 #include "tessera/ops/cuda/ops_cuda.h"
 #include "tessera/ops/deterministic_mode.h"
 #include "tessera/ops/dropout.h"
@@ -270,6 +271,75 @@ void test_linear() {
     }
 }
 
+// The MLP's fused linear + GeLU (cuBLASLt GELU_AUX_BIAS / GELU_AUX forward, DGELU backward) against
+// the CPU's linear and GeLU; and that cuBLASLt does offer the epilogues on the GPT-2 MLP shapes (else
+// the fused ops fall back to the separate kernels silently, and this would not test the epilogues).
+void test_linear_gelu() {
+  for (DType t : kDtypes)
+    for (auto [rows, in_f, out_f] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {64, 96, 80}, {256, 128, 384}, {512, 768, 3072}, {512, 3072, 768}, {8, 72, 40}, {33, 64, 24}})
+      for (bool with_bias : {true, false}) {
+        auto x = randn(rows * in_f, 1.0f, t), w = randn(out_f * in_f, 0.1f, t), b = randn(out_f, 0.5f, t),
+             dy = randn(rows * out_f, 1.0f, t), pre_in = randn(rows * in_f, 1.5f, t);
+        std::unique_ptr<DeviceTensor> dx(upload(x, t, {rows, in_f})), dw(upload(w, t, {out_f, in_f})),
+            db(upload(b, t, {out_f})), dpre(upload(dy, t, {rows, out_f})), dact(upload(dy, t, {rows, out_f}));
+        const Tensor bias = with_bias ? db->tensor : Tensor();
+        ops::linear_gelu_forward(dx->tensor, dw->tensor, bias, dpre->tensor, dact->tensor);
+        std::vector<float> ref_pre(rows * out_f), ref_act(rows * out_f);
+        ops::linear_gelu_forward(cpu(x, {rows, in_f}), cpu(w, {out_f, in_f}), with_bias ? cpu(b, {out_f}) : Tensor(),
+                                 cpu(ref_pre, {rows, out_f}), cpu(ref_act, {rows, out_f}));
+        compare("linear_gelu_forward_pre", t, download(*dpre, "linear_gelu_forward pre"), ref_pre, 1, t);
+        compare("linear_gelu_forward_out", t, download(*dact, "linear_gelu_forward out"), ref_act, 1, t);
+        // backward: in = gelu(pre_in) is this linear's input; d(pre_in) and the weight / bias gradients
+        std::vector<float> act_in(rows * in_f);
+        ops::gelu_forward(cpu(pre_in, {rows, in_f}), cpu(act_in, {rows, in_f}));
+        for (float& v : act_in) v = round_to(v, t);
+        auto gw = randn(out_f * in_f, 1.0f, DType::f32), gb = randn(out_f, 1.0f, DType::f32);
+        std::unique_ptr<DeviceTensor> dact_in(upload(act_in, t, {rows, in_f})),
+            dpre_in(upload(pre_in, t, {rows, in_f})), ddy(upload(dy, t, {rows, out_f})), ddpre(upload(x, t, {rows, in_f})),
+            dgw(upload(gw, DType::f32, {out_f, in_f})), dgb(upload(gb, DType::f32, {out_f}));
+        ops::linear_backward_dgelu(ddy->tensor, dact_in->tensor, dw->tensor, dpre_in->tensor, ddpre->tensor,
+                                   dgw->tensor, with_bias ? dgb->tensor : Tensor());
+        std::vector<float> ref_dpre(rows * in_f), ref_gw(gw), ref_gb(gb);
+        ops::linear_backward_dgelu(cpu(dy, {rows, out_f}), cpu(act_in, {rows, in_f}), cpu(w, {out_f, in_f}),
+                                   cpu(pre_in, {rows, in_f}), cpu(ref_dpre, {rows, in_f}), cpu(ref_gw, {out_f, in_f}),
+                                   with_bias ? cpu(ref_gb, {out_f}) : Tensor());
+        compare("linear_backward_dgelu_dpre", t, download(*ddpre, "linear_backward_dgelu dpre"), ref_dpre, 1, t);
+        compare("linear_backward_dgelu_dweight_f32", t, download(*dgw, "linear_backward_dgelu dweight"), ref_gw, 1,
+                DType::f32);
+        if (with_bias)
+          compare("linear_backward_dgelu_dbias_f32", t, download(*dgb, "linear_backward_dgelu dbias"), ref_gb, 1,
+                  DType::f32);
+      }
+  // cuBLASLt offers both epilogues for the GPT-2 124M MLP in bf16 (4096 tokens: fc1 768 -> 3072; the
+  // data gradient of fc2, 768 -> 3072, with gelu')
+  const int64_t rows = 4096, hidden = 768, ffn = 3072;
+  DeviceTensor in(DType::bf16, {rows, hidden}, nullptr), w1(DType::bf16, {ffn, hidden}, nullptr),
+      b1(DType::bf16, {ffn}, nullptr), pre(DType::bf16, {rows, ffn}, nullptr), out(DType::bf16, {rows, ffn}, nullptr),
+      dy(DType::bf16, {rows, hidden}, nullptr), w2(DType::bf16, {hidden, ffn}, nullptr),
+      dpre(DType::bf16, {rows, ffn}, nullptr);
+  ops::cuda::GemmDesc forward;
+  forward.trans_b = true;
+  forward.m = rows, forward.n = ffn, forward.k = hidden, forward.lda = hidden, forward.ldb = hidden, forward.ldc = ffn;
+  forward.ab_dtype = forward.c_dtype = DType::bf16;
+  ops::cuda::GemmDesc data_grad;
+  data_grad.m = rows, data_grad.n = ffn, data_grad.k = hidden, data_grad.lda = hidden, data_grad.ldb = ffn;
+  data_grad.ldc = ffn;
+  data_grad.ab_dtype = data_grad.c_dtype = DType::bf16;
+  const bool deterministic = ops::deterministic_mode();
+  const bool aux_bias = ops::cuda::gemm_gelu_aux(forward, in.tensor.data(), w1.tensor.data(), out.tensor.data(),
+                                                 b1.tensor.data(), pre.tensor.data());
+  const bool dgelu = ops::cuda::gemm_dgelu(data_grad, dy.tensor.data(), w2.tensor.data(), dpre.tensor.data(),
+                                           pre.tensor.data());
+  cuda_ok(cudaDeviceSynchronize(), "gelu epilogues");
+  std::printf("cuBLASLt epilogues on the 124M MLP (bf16): GELU_AUX_BIAS %s, DGELU %s%s\n", aux_bias ? "yes" : "no",
+              dgelu ? "yes" : "no", deterministic ? " (deterministic mode: the forward keeps the GeLU kernel)" : "");
+  if (!aux_bias || !dgelu) {
+    std::printf("FAIL: cuBLASLt offers no GeLU epilogue for the GPT-2 124M MLP shape\n");
+    ++failures;
+  }
+}
+
 void test_attention() {
   struct Case { int64_t s, b, na, ng, hn; bool causal, padded; double dropout; };
   const std::vector<Case> cases = {{5, 2, 2, 1, 4, true, false, 0.0},    {16, 2, 4, 2, 8, true, true, 0.0},
@@ -370,6 +440,7 @@ int main() {
     test_embedding();
     test_layernorm();
     test_linear();
+    test_linear_gelu();
     test_attention();
     test_cross_entropy();
     test_adamw();

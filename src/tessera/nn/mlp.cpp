@@ -13,9 +13,14 @@ MLP::MLP(ParameterStore& store, const std::string& name, int64_t hidden, int64_t
       fc2_(store, name + ".linear_fc2", ffn_hidden, hidden, options.bias, output_init_std, tp) {}
 
 Tensor MLP::forward(Arena& arena, const Tensor& in, Saved& saved, const ForwardScratch& scratch) const {
-  saved.fc1 = fc1_.forward(arena, in, saved.in);
-  Tensor activation = activation_buffer(scratch.for_recomputable(arena), saved.fc1);
-  activate(saved.fc1, activation);
+  Tensor activation;
+  if (tanh_gelu()) {  // one GEMM writes the pre-activation and the GeLU where the backend can
+    saved.fc1 = fc1_.forward_gelu(arena, scratch.for_recomputable(arena), in, saved.in, activation);
+  } else {
+    saved.fc1 = fc1_.forward(arena, in, saved.in);
+    activation = activation_buffer(scratch.for_recomputable(arena), saved.fc1);
+    activate(saved.fc1, activation);
+  }
   saved.activation = scratch.drop_recomputable ? Tensor() : activation;
   return fc2_.forward(scratch.for_transient(arena), activation);
 }
@@ -36,6 +41,7 @@ Tensor MLP::backward(Arena& arena, const Tensor& dout, const Saved& saved) const
     activation = activation_buffer(arena, saved.fc1);
     activate(saved.fc1, activation);
   }
+  if (tanh_gelu()) return fc1_.backward(arena, fc2_.backward_dgelu(arena, dout, activation, saved.fc1), saved.in);
   Tensor dactivation = fc2_.backward(arena, dout, activation);
   Tensor dfc1 = arena.allocate(dout.dtype(), saved.fc1.shape());
   if (swiglu_) ops::swiglu_backward(dactivation, saved.fc1, dfc1);

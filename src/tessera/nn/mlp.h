@@ -34,6 +34,7 @@ class MLP {
   const RowParallelLinear& fc2() const { return fc2_; }
   bool swiglu() const { return swiglu_; }
   bool gelu_erf() const { return gelu_erf_; }
+  bool tanh_gelu() const { return !swiglu_ && !gelu_erf_; }  // fc1 and the GeLU fuse (linear_gelu_forward)
 
  private:
   void activate(const Tensor& fc1, const Tensor& activation) const;  // GeLU or SwiGLU of fc1's output

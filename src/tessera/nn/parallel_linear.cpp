@@ -94,6 +94,17 @@ Tensor ColumnParallelLinear::forward(Arena& arena, const Tensor& in, Tensor& tot
   return out;
 }
 
+Tensor ColumnParallelLinear::forward_gelu(Arena& arena, Arena& activation_arena, const Tensor& in,
+                                          Tensor& total_input, Tensor& activation) const {
+  total_input = tp_.sequence_parallel ? parallel::gather_from_sp_forward(arena, in, tp_)
+                                      : parallel::copy_to_tp_forward(in, tp_);
+  Tensor pre_activation = arena.allocate(in.dtype(), {total_input.dim(0), local_out_});
+  activation = activation_arena.allocate(in.dtype(), {total_input.dim(0), local_out_});
+  ops::linear_gelu_forward(total_input, store_->value(weight_), bias_ >= 0 ? store_->value(bias_) : Tensor(),
+                           pre_activation, activation);
+  return pre_activation;
+}
+
 Tensor ColumnParallelLinear::backward(Arena& arena, const Tensor& dout, const Tensor& total_input) const {
   Tensor dtotal = arena.allocate(total_input.dtype(), {total_input.dim(0), in_features_});
   ops::linear_backward(dout, total_input, store_->value(weight_), dtotal, store_->grad(weight_),
@@ -129,17 +140,32 @@ Tensor RowParallelLinear::forward(Arena& arena, const Tensor& in) const {
 }
 
 Tensor RowParallelLinear::backward(Arena& arena, const Tensor& dout, const Tensor& in) const {
+  return backward_impl(arena, dout, in, nullptr);
+}
+
+Tensor RowParallelLinear::backward_dgelu(Arena& arena, const Tensor& dout, const Tensor& in,
+                                         const Tensor& pre_activation) const {
+  return backward_impl(arena, dout, in, &pre_activation);
+}
+
+// pre_activation null: din = d(in); else in = gelu(*pre_activation) and din = d(*pre_activation).
+Tensor RowParallelLinear::backward_impl(Arena& arena, const Tensor& dout, const Tensor& in,
+                                        const Tensor* pre_activation) const {
   Tensor din = arena.allocate(in.dtype(), {in.dim(0), local_in_});
+  auto linear_backward = [&](const Tensor& d, const Tensor& dbias) {
+    if (pre_activation)
+      ops::linear_backward_dgelu(d, in, store_->value(weight_), *pre_activation, din, store_->grad(weight_), dbias);
+    else ops::linear_backward(d, in, store_->value(weight_), din, store_->grad(weight_), dbias);
+  };
   if (!tp_.enabled()) {
-    ops::linear_backward(dout, in, store_->value(weight_), din, store_->grad(weight_),
-                         bias_ >= 0 ? store_->grad(bias_) : Tensor());
+    linear_backward(dout, bias_ >= 0 ? store_->grad(bias_) : Tensor());
     return din;
   }
   // Under SP dout holds this rank's tokens only: the bias grad is partial (all-reduced over TP later).
   if (bias_ >= 0) accumulate_bias_grad(dout, store_->grad(bias_));
   Tensor dtotal = tp_.sequence_parallel ? parallel::reduce_scatter_to_sp_backward(arena, dout, tp_)
                                         : parallel::reduce_from_tp_backward(dout, tp_);
-  ops::linear_backward(dtotal, in, store_->value(weight_), din, store_->grad(weight_), Tensor());
+  linear_backward(dtotal, Tensor());
   return din;
 }
 

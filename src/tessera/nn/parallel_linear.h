@@ -20,6 +20,10 @@ class ColumnParallelLinear {
   // in: [n, in] ([n/tp, in] under SP) -> [n, out/tp]; total_input receives the (gathered) input
   // that backward needs.
   Tensor forward(Arena& arena, const Tensor& in, Tensor& total_input) const;
+  // forward followed by the tanh GeLU, fused where the backend can (ops::linear_gelu_forward):
+  // returns the pre-activation (in `arena`) and sets `activation` = gelu of it (in `activation_arena`).
+  Tensor forward_gelu(Arena& arena, Arena& activation_arena, const Tensor& in, Tensor& total_input,
+                      Tensor& activation) const;
   // -> d(in), the shape of forward's `in`.
   Tensor backward(Arena& arena, const Tensor& dout, const Tensor& total_input) const;
   int64_t local_out_features() const { return local_out_; }
@@ -41,10 +45,15 @@ class RowParallelLinear {
   Tensor forward(Arena& arena, const Tensor& in) const;
   // dout: forward's output shape; -> d(in) [n, in/tp].
   Tensor backward(Arena& arena, const Tensor& dout, const Tensor& in) const;
+  // backward for an input in = gelu(pre_activation): -> d(pre_activation) [n, in/tp], the GeLU's
+  // derivative applied by the data-gradient GEMM where the backend can (ops::linear_backward_dgelu).
+  Tensor backward_dgelu(Arena& arena, const Tensor& dout, const Tensor& in, const Tensor& pre_activation) const;
   Tensor weight() const;  // this rank's [out, in/tp]
   Tensor bias() const;    // [out] (added after the reduction), undefined without a bias
 
  private:
+  Tensor backward_impl(Arena& arena, const Tensor& dout, const Tensor& in, const Tensor* pre_activation) const;
+
   ParameterStore* store_;
   parallel::TensorParallel tp_;
   int weight_ = -1, bias_ = -1;

@@ -2,6 +2,7 @@
 // (cpu/linear.h, GEMMs through CBLAS). Inputs [..., features] are treated as [rows, features].
 #include "tessera/ops/linear.h"
 
+#include "tessera/ops/activation.h"
 #include "tessera/ops/cpu/linear.h"
 #include "tessera/ops/half_compute.h"
 #include "tessera/ops/cuda_dispatch.h"
@@ -81,6 +82,25 @@ void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight,
     cpu::linear_backward<T>(dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(), rows, in_features, out_features,
                             data_or_null<T>(din), data_or_null<T>(dweight), data_or_null<T>(dbias));
   });
+}
+
+void linear_gelu_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& pre_activation,
+                         const Tensor& out) {
+  const char* op = "linear_gelu_forward";
+  if (detail::runs_on_cuda(op, {&in, &weight, &bias, &pre_activation, &out}))
+    return TESSERA_CUDA_OP(linear_gelu_forward(in, weight, bias, pre_activation, out));
+  linear_forward(in, weight, bias, pre_activation);
+  gelu_forward(pre_activation, out);
+}
+
+void linear_backward_dgelu(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& pre_activation,
+                           const Tensor& dpre, const Tensor& dweight, const Tensor& dbias) {
+  const char* op = "linear_backward_dgelu";
+  if (detail::runs_on_cuda(op, {&dout, &in, &weight, &pre_activation, &dpre, &dweight, &dbias}))
+    return TESSERA_CUDA_OP(linear_backward_dgelu(dout, in, weight, pre_activation, dpre, dweight, dbias));
+  detail::require_same_shape(op, in, "in", dpre, "dpre");
+  linear_backward(dout, in, weight, dpre, dweight, dbias);
+  gelu_backward(dpre, pre_activation, dpre);  // elementwise: in place is safe
 }
 
 void matmul_nt(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {

@@ -11,6 +11,18 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
 void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& din,
                      const Tensor& dweight, const Tensor& dbias);
 
+// The MLP's first linear with the tanh GeLU (ops/activation.h) after it: pre_activation = in . weight^T
+// + bias (what the backward reads), out = gelu(pre_activation). On CUDA one cuBLASLt GEMM writes both
+// (GELU_AUX_BIAS epilogue) where it offers an algorithm; the CPU runs linear_forward and gelu_forward.
+void linear_gelu_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& pre_activation,
+                         const Tensor& out);
+// linear_backward of a linear whose input was gelu(pre_activation), giving the gradient of the
+// pre-activation: dpre = (dout . weight) * gelu'(pre_activation), overwritten; dweight and dbias
+// accumulate as linear_backward's. On CUDA the data-gradient GEMM applies gelu' in its epilogue
+// (cuBLASLt DGELU) where it offers an algorithm; the CPU runs linear_backward and gelu_backward.
+void linear_backward_dgelu(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& pre_activation,
+                           const Tensor& dpre, const Tensor& dweight, const Tensor& dbias);
+
 // out[m, n] = a[m, k] . b[n, k]^T (+ out if accumulate): the one GEMM the CPU ops share.
 void matmul_nt(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
 

@@ -6,6 +6,8 @@
 // Bias gradient (gemm_with_bias_grad): CUBLASLT_EPILOGUE_BGRADB, because the row-major A (dout^T of
 // the weight-gradient GEMM) is cuBLASLt's B; it reduces op(B) over k into an fp32 vector of D's
 // column count. Shapes/dtypes whose heuristic offers no such algorithm are remembered as unsupported.
+// GeLU (gemm_gelu_aux, gemm_dgelu): cuBLASLt's GELU epilogues, the tanh approximation as ops::gelu;
+// the pre-activation ("aux") matrix has C's layout.
 #include "tessera/ops/cuda/gemm_cuda.h"
 
 #include <map>
@@ -38,7 +40,21 @@ uint32_t pointer_alignment(const void* p) {
 using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                            int64_t, int, int, int, uint32_t, uint32_t, uint32_t, uint32_t, bool>;
 
-enum Epilogue : int { kNoEpilogue = 0, kBias = 1, kBiasGradB = 2 };
+enum Epilogue : int { kNoEpilogue = 0, kBias = 1, kBiasGradB = 2, kGeluAuxBias = 3, kGeluAux = 4, kDGelu = 5 };
+
+cublasLtEpilogue_t cublas_epilogue(int kind) {
+  switch (kind) {
+    case kBias: return CUBLASLT_EPILOGUE_BIAS;
+    case kBiasGradB: return CUBLASLT_EPILOGUE_BGRADB;
+    case kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case kGeluAux: return CUBLASLT_EPILOGUE_GELU_AUX;
+    case kDGelu: return CUBLASLT_EPILOGUE_DGELU;
+    default: return CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+bool has_bias(int kind) { return kind == kBias || kind == kBiasGradB || kind == kGeluAuxBias; }
+bool has_aux(int kind) { return kind == kGeluAuxBias || kind == kGeluAux || kind == kDGelu; }
 
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -72,11 +88,18 @@ std::optional<Plan> build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n,
   TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   if (epilogue_kind != kNoEpilogue) {
-    const cublasLtEpilogue_t epilogue = epilogue_kind == kBias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+    const cublasLtEpilogue_t epilogue = cublas_epilogue(epilogue_kind);
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    const cudaDataType_t bias_type = epilogue_kind == kBias ? cuda_data_type(c) : CUDA_R_32F;
+  }
+  if (has_bias(epilogue_kind)) {
+    const cudaDataType_t bias_type = epilogue_kind == kBiasGradB ? CUDA_R_32F : cuda_data_type(c);
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                         sizeof(bias_type)));
+  }
+  if (has_aux(epilogue_kind)) {  // the pre-activation: C's dtype (the default) and leading dimension
+    const int64_t aux_ld = ldc;
+    TESSERA_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
   }
   plan.a = make_layout(cuda_data_type(ab), trans_a ? k : m, trans_a ? m : k, lda, batch, stride_a);
   plan.b = make_layout(cuda_data_type(ab), trans_b ? n : k, trans_b ? k : n, ldb, batch, stride_b);
@@ -171,17 +194,23 @@ void gemm(const GemmDesc& d, float alpha, const void* a, const void* b, float be
   run_plan(plan, alpha, a, b, beta, c);
 }
 
-bool gemm_with_bias_grad(const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c,
-                         float* bias_grad) {
-  if (d.m == 0 || d.n == 0 || d.k == 0 || d.batch != 1 || !d.trans_a) return false;
-  const Plan* plan = find_plan(d, a, b, c, kBiasGradB, bias_grad, true);
+namespace {
+
+// The GEMM with an optional epilogue (bias and/or aux pointers set per call); false, with nothing
+// done, when cuBLASLt has no algorithm for it. A plan the heuristic offered but the launch refuses
+// (checked before any work is queued) is remembered as unsupported too.
+bool run_optional_epilogue(const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c,
+                           int epilogue_kind, const void* bias, const void* aux) {
+  const Plan* plan = find_plan(d, a, b, c, epilogue_kind, bias, true);
   if (!plan) return false;
-  // A plan the heuristic offered but the launch refuses (checked before any work is queued) is
-  // remembered as unsupported too, and this call falls back.
   static std::map<const Plan*, bool> refused;
   if (refused.count(plan)) return false;
-  TESSERA_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_grad, sizeof(bias_grad)));
+  if (has_bias(epilogue_kind))
+    TESSERA_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (has_aux(epilogue_kind))
+    TESSERA_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   CudaContext& context = CudaContext::get();
   const cublasStatus_t rc = cublasLtMatmul(context.lt(), plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
                                            plan->c, &plan->algo, context.workspace(), context.workspace_bytes(),
@@ -192,6 +221,29 @@ bool gemm_with_bias_grad(const GemmDesc& d, float alpha, const void* a, const vo
   }
   TESSERA_CUBLAS_CHECK(rc);
   return true;
+}
+
+// cuBLASLt's aux matrix wants 16-byte alignment and a leading dimension of a multiple of 8 elements.
+bool aux_usable(const GemmDesc& d, const void* aux) {
+  return d.batch == 1 && d.m > 0 && d.n > 0 && d.k > 0 && d.ldc % 8 == 0 && pointer_alignment(aux) >= 16;
+}
+
+}  // namespace
+
+bool gemm_with_bias_grad(const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c,
+                         float* bias_grad) {
+  if (d.m == 0 || d.n == 0 || d.k == 0 || d.batch != 1 || !d.trans_a) return false;
+  return run_optional_epilogue(d, alpha, a, b, beta, c, kBiasGradB, bias_grad, nullptr);
+}
+
+bool gemm_gelu_aux(const GemmDesc& d, const void* a, const void* b, void* c, const void* bias, void* pre_activation) {
+  if (!aux_usable(d, pre_activation)) return false;
+  return run_optional_epilogue(d, 1.0f, a, b, 0.0f, c, bias ? kGeluAuxBias : kGeluAux, bias, pre_activation);
+}
+
+bool gemm_dgelu(const GemmDesc& d, const void* a, const void* b, void* c, const void* pre_activation) {
+  if (!aux_usable(d, pre_activation)) return false;
+  return run_optional_epilogue(d, 1.0f, a, b, 0.0f, c, kDGelu, nullptr, pre_activation);
 }
 
 }  // namespace tessera::ops::cuda

@@ -34,4 +34,13 @@ void gemm(const GemmDesc& desc, float alpha, const void* a, const void* b, float
 bool gemm_with_bias_grad(const GemmDesc& desc, float alpha, const void* a, const void* b, float beta, void* c,
                          float* bias_grad);
 
+// C = gelu(op(A) op(B) + bias) with pre_activation (C's layout and dtype) = op(A) op(B) + bias, in
+// one GEMM (cuBLASLt GELU_AUX_BIAS, or GELU_AUX when bias is null; the tanh GeLU as ops::gelu_forward).
+// batch 1, alpha 1, beta 0. False, with nothing done, when cuBLASLt has no algorithm for it here.
+bool gemm_gelu_aux(const GemmDesc& desc, const void* a, const void* b, void* c, const void* bias,
+                   void* pre_activation);
+// C = (op(A) op(B)) * gelu'(pre_activation) elementwise (cuBLASLt DGELU; pre_activation as written by
+// gemm_gelu_aux, C's layout). batch 1, alpha 1, beta 0. False, with nothing done, when unsupported.
+bool gemm_dgelu(const GemmDesc& desc, const void* a, const void* b, void* c, const void* pre_activation);
+
 }  // namespace tessera::ops::cuda

@@ -107,6 +107,67 @@ void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight,
                                    column_sum_scratch(rows, out_f));
 }
 
+// pre_activation = in . weight^T + bias, out = gelu(pre_activation): one cuBLASLt GEMM with the
+// GELU_AUX_BIAS epilogue where it offers one, else the GEMM and the GeLU kernel. The epilogue takes
+// the GeLU of the fp32 sum, the kernel of the rounded pre-activation: deterministic mode keeps the
+// kernel, so that selective recomputation (which recomputes the GeLU from the pre-activation) stays
+// bitwise equal to none.
+void linear_gelu_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& pre_activation,
+                         const Tensor& out) {
+  const char* op = "linear_gelu_forward";
+  detail::require_same_shape(op, pre_activation, "pre_activation", out, "out");
+  detail::require_same_dtype(op, pre_activation, "pre_activation", out, "out");
+  TESSERA_CHECK(weight.ndim() == 2, op, ": weight must be [out_features, in_features], got ", weight.describe());
+  const int64_t out_f = weight.dim(0), in_f = weight.dim(1);
+  const int64_t rows = detail::rows_with_last_dim(op, in, in_f, "in");
+  const bool has_bias = bias.defined() && bias.data();
+  bool fused = false;
+  const bool fits = out.dtype() == in.dtype() && weight.dtype() == in.dtype() && out.shape().back() == out_f &&
+                    out.numel() == rows * out_f && (!has_bias || (bias.dtype() == in.dtype() && bias.numel() == out_f));
+  if (fits && !deterministic_mode() &&
+      !kernels::skinny_linear_applies(in.dtype(), rows, in_f, in.data(), weight.data())) {
+    GemmDesc g;
+    g.trans_b = true;
+    g.m = rows, g.n = out_f, g.k = in_f;
+    g.lda = in_f, g.ldb = in_f, g.ldc = out_f;
+    g.ab_dtype = g.c_dtype = in.dtype();
+    fused = gemm_gelu_aux(g, in.data(), weight.data(), out.data(), has_bias ? bias.data() : nullptr,
+                          pre_activation.data());
+  }
+  if (fused) return;
+  linear_forward(in, weight, bias, pre_activation);  // checks everything the fused path assumed
+  gelu_forward(pre_activation, out);
+}
+
+// dpre = (dout . weight) * gelu'(pre_activation): the data-gradient GEMM with cuBLASLt's DGELU
+// epilogue where it offers one (else the GEMM, then the GeLU backward in place); dweight and dbias
+// accumulate as linear_backward's.
+void linear_backward_dgelu(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& pre_activation,
+                           const Tensor& dpre, const Tensor& dweight, const Tensor& dbias) {
+  const char* op = "linear_backward_dgelu";
+  detail::require_same_shape(op, in, "in", pre_activation, "pre_activation");
+  detail::require_same_shape(op, in, "in", dpre, "dpre");
+  detail::require_same_dtypes(op, in, "in", {{&pre_activation, "pre_activation"}, {&dpre, "dpre"}});
+  TESSERA_CHECK(weight.ndim() == 2, op, ": weight must be [out_features, in_features], got ", weight.describe());
+  const int64_t out_f = weight.dim(0), in_f = weight.dim(1);
+  const int64_t rows = detail::rows_with_last_dim(op, in, in_f, "in");
+  bool fused = false;
+  if (dout.dtype() == in.dtype() && weight.dtype() == in.dtype() && dout.numel() == rows * out_f &&
+      dout.shape().back() == out_f) {
+    GemmDesc g;  // dpre[rows, in] = dout[rows, out] . weight[out, in], then * gelu'(pre)
+    g.m = rows, g.n = in_f, g.k = out_f;
+    g.lda = out_f, g.ldb = in_f, g.ldc = in_f;
+    g.ab_dtype = g.c_dtype = in.dtype();
+    fused = gemm_dgelu(g, dout.data(), weight.data(), dpre.data(), pre_activation.data());
+  }
+  if (fused) {
+    linear_backward(dout, in, weight, Tensor(), dweight, dbias);
+    return;
+  }
+  linear_backward(dout, in, weight, dpre, dweight, dbias);
+  gelu_backward(dpre, pre_activation, dpre);  // elementwise: in place is safe
+}
+
 void matmul_nt(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const char* op = "matmul_nt";
   require_storage_dtype(op, a, "a");

@@ -52,6 +52,10 @@ void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weig
                         const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias);
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& out);
+void linear_gelu_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& pre_activation,
+                         const Tensor& out);
+void linear_backward_dgelu(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& pre_activation,
+                           const Tensor& dpre, const Tensor& dweight, const Tensor& dbias);
 void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& din,
                      const Tensor& dweight, const Tensor& dbias);
 void matmul_nt(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
