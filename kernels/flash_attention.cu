@@ -146,7 +146,9 @@ __device__ __forceinline__ uint64_t probs_index(int bi, int dropout_heads, int f
 
 // How a kernel drops attention probabilities, fixed at compile time so that the hot kernels carry
 // only the code they run (set_dropout decides which applies).
-enum class Dropout { none, quads, elements };  // quads: keys 4j..4j+3 of a row share one Philox block
+// quads: keys 4j..4j+3 of a row share one Philox block; bits (backward only): the decisions come
+// precomputed as one word per thread and tile (flash_dropout_bits_kernel), drawn as by quads.
+enum class Dropout { none, quads, elements, bits };
 
 constexpr int kFwdBlockM = 64, kFwdBlockN = 64;
 
@@ -381,6 +383,8 @@ struct BackwardParams {
   DropoutRule dropout;  // Dropout::quads / elements kernels only
   int dropout_heads, dropout_first_head;
   bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (set_dropout)
+  const uint32_t* dropout_bits;  // Dropout::bits: [b, na, key blocks, query tiles][kThreads] words
+  int key_blocks, query_tiles;
 };
 
 constexpr int kBwdBlockN = 64;  // keys per block (16 per warp)
@@ -393,7 +397,50 @@ constexpr int backward_smem_bytes() {
   constexpr int BQ = backward_block_m<HN>();
   return (2 * kBwdBlockN + 4 * BQ) * (HN + 8) * static_cast<int>(sizeof(T)) +
          kBwdBlockN * (BQ + 8) * static_cast<int>(sizeof(T)) + 4 * BQ * static_cast<int>(sizeof(float)) +
-         2 * BQ * static_cast<int>(sizeof(int32_t));
+         2 * BQ * static_cast<int>(sizeof(int32_t)) + 2 * kThreads * static_cast<int>(sizeof(uint32_t));
+}
+
+// The backward thread (of kThreads) and bit that hold the dropout decision of query ql and key kl of a
+// (key block, query tile) tile: warp kl / 16 owns keys kl; lane gr = kl % 8, key a or b (kl % 16 < 8
+// or not), tq = ql % 8 / 2; bit nt 4 + e of its word, e = 2 (key b) + ql % 2, nt = ql / 8.
+__device__ __forceinline__ void dropout_bit_position(int ql, int kl, int& thread, int& bit) {
+  thread = (kl / 16) * 32 + (kl % 8) * 4 + (ql % 8) / 2;
+  bit = (ql / 8) * 4 + ((kl % 16) / 8) * 2 + ql % 2;
+}
+
+// Dropout::bits: every dropout decision of the backward's tiles, one kThreads-word record per
+// (batch, head, key block, query tile) in the backward's thread order (dropout_bit_position). One
+// block per tile; each thread draws Philox blocks of four keys of a query (the quads rule: needs seq
+// and the stream offset multiples of 4) and sets the kept elements' bits in shared memory. Tiles the
+// causal backward never visits are skipped.
+template <int BQ>
+__global__ void __launch_bounds__(kThreads) flash_dropout_bits_kernel(DropoutRule rule, int dropout_heads,
+                                                                      int dropout_first_head, int seq, int heads,
+                                                                      bool causal, uint32_t* bits) {
+  const int i = blockIdx.x, kb = blockIdx.y, bh = blockIdx.z;
+  const int key0 = kb * kBwdBlockN, q0 = i * BQ;
+  if (causal && i < key0 / BQ) return;
+  const int bi = bh / heads, h = bh % heads;
+  __shared__ uint32_t words[kThreads];
+  words[threadIdx.x] = 0;
+  __syncthreads();
+  for (int u = threadIdx.x; u < BQ * (kBwdBlockN / 4); u += kThreads) {
+    const int ql = u / (kBwdBlockN / 4), kl0 = 4 * (u % (kBwdBlockN / 4));
+    if (q0 + ql >= seq || key0 + kl0 >= seq) continue;
+    const uint64_t index = rule.offset + probs_index(bi, dropout_heads, dropout_first_head, h, seq, q0 + ql, key0 + kl0);
+    uint32_t drawn[4];
+    rule.block_words(index >> 2, drawn);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      if (!rule.keeps_word(drawn[c])) continue;
+      int thread, bit;
+      dropout_bit_position(ql, kl0 + c, thread, bit);
+      atomicOr(&words[thread], 1u << bit);
+    }
+  }
+  __syncthreads();
+  const int64_t record = (static_cast<int64_t>(bh) * gridDim.y + kb) * gridDim.x + i;
+  bits[record * kThreads + threadIdx.x] = words[threadIdx.x];
 }
 
 // The backward's per-query statistics, [b, h, seq_pad] each with seq_pad = seq rounded up to
@@ -473,6 +520,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
   float* sLse = reinterpret_cast<float*>(sdST + BK * LDS);  // 2 stages, log2 domain (+inf: no key)
   float* sD = sLse + 2 * BQ;                                // 2 stages
   int32_t* sDoc = reinterpret_cast<int32_t*>(sD + 2 * BQ);  // 2 stages: the queries' document ids
+  uint32_t* sBits = reinterpret_cast<uint32_t*>(sDoc + 2 * BQ);  // 2 stages: Dropout::bits words
 
   const int key0 = blockIdx.x * BK;
   const int g = blockIdx.y, bi = blockIdx.z;
@@ -508,6 +556,14 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
     }
     if (docs)
       for (int t = threadIdx.x; t < BQ; t += kThreads) sDoc[stage * BQ + t] = i * BQ + t < seq ? docs[i * BQ + t] : -1;
+    if constexpr (kDropout == Dropout::bits) {  // the tile's decision words: threads 64..95 copy 16 bytes each
+      const int c = static_cast<int>(threadIdx.x) - 64;
+      if (c >= 0 && c < kThreads / 4) {
+        const int64_t record =
+            ((static_cast<int64_t>(bi) * heads + h) * p.key_blocks + blockIdx.x) * p.query_tiles + i;
+        cp_async16(sBits + stage * kThreads + 4 * c, p.dropout_bits + record * kThreads + 4 * c, true);
+      }
+    }
   };
 
   load_rows<T, HN, BK>(sK, k_base, row_stride, key0, seq);
@@ -586,30 +642,10 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
     // P^T (masked keys, causal, rows without keys -> 0) and dS^T = P^T (dP^T - D). Only tiles
     // that cross the diagonal or the sequence end, or with padding / documents, test each element.
     const bool need_mask = key0 + BK > seq || (p.causal && key0 + BK - 1 > q0) || mask_row != nullptr || docs;
+    uint32_t kept_bits = 0;  // Dropout::bits: bit nt 4 + e of this thread's word
+    if constexpr (kDropout == Dropout::bits) kept_bits = sBits[stage * kThreads + threadIdx.x];
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt) {
-      uint32_t words[4];  // element e's decision word (Dropout::quads)
-      if constexpr (kDropout == Dropout::quads) {
-        // Element e is (query nt 8 + 2tq + (e & 1), key a or b); the four lanes with keys 4j..4j+3
-        // (gr % 4 = 0..3, the same tq) hold word gr % 4 of the same four Philox blocks: lane r draws
-        // block r (its element r's), and in round k hands word (r - k) % 4 of it to the lane that
-        // needs it, taking its own element (r + k) % 4's word from lane (r + k) % 4.
-        const int r = gr & 3;
-        const int quad_key = (r < 2 ? key_a : key_b) & ~3, query = q0 + nt * 8 + 2 * tq + (r & 1);
-        const uint64_t index =
-            p.dropout.offset + probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq, query, quad_key);
-        uint32_t drawn[4];
-        p.dropout.block_words(index >> 2, drawn);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int give = (r - k) & 3, take = (r + k) & 3;
-          const uint32_t sent = give == 0 ? drawn[0] : give == 1 ? drawn[1] : give == 2 ? drawn[2] : drawn[3];
-          const uint32_t got = __shfl_sync(0xffffffffu, sent, lane + 4 * (take - r));
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (e == take) words[e] = got;
-        }
-      }
       // the two queries of this lane's columns: log-sum-exp and D of query nt 8 + 2 tq and the next
       const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + nt * 8 + 2 * tq);
       const float2 d2 = *reinterpret_cast<const float2*>(d_tile + nt * 8 + 2 * tq);
@@ -629,7 +665,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
         const float d = e & 1 ? d2.y : d2.x;
         if constexpr (kDropout != Dropout::none) {
           bool keep;
-          if constexpr (kDropout == Dropout::quads) keep = prob != 0.0f && p.dropout.keeps_word(words[e]);
+          if constexpr (kDropout == Dropout::bits) keep = prob != 0.0f && ((kept_bits >> (nt * 4 + e)) & 1u);
           else
             keep = prob != 0.0f &&
                    p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq, q0 + ql, key));
@@ -789,15 +825,33 @@ size_t stats_bytes(const FlashAttentionArgs& a) {
   return (bytes + 255) / 256 * 256;
 }
 
-// Deterministic mode's dQ slices follow dq_accum and the statistics in the scratch.
-size_t dq_slices_offset(const FlashAttentionArgs& a) { return dq_accum_bytes(a) + 2 * stats_bytes(a); }
+// The backward draws its dropout decisions in a kernel of their own (Dropout::bits) where the quads
+// rule applies: the words follow the statistics in the scratch.
+bool uses_dropout_bits(const FlashAttentionArgs& a) {
+  return a.dropout.p > 0.0 && a.seq % 4 == 0 && a.dropout.offset % 4 == 0;
+}
+int backward_key_blocks(const FlashAttentionArgs& a) { return static_cast<int>((a.seq + kBwdBlockN - 1) / kBwdBlockN); }
+size_t dropout_bits_bytes(const FlashAttentionArgs& a, int block_m) {
+  if (!uses_dropout_bits(a)) return 0;
+  const size_t query_tiles = static_cast<size_t>((a.seq + block_m - 1) / block_m);
+  return static_cast<size_t>(a.batch * a.num_heads) * backward_key_blocks(a) * query_tiles * kThreads *
+         sizeof(uint32_t);
+}
+int backward_block_m_of(const FlashAttentionArgs& a) {
+  return a.head_dim <= 64 ? backward_block_m<64>() : backward_block_m<128>();
+}
+
+// Deterministic mode's dQ slices follow dq_accum, the statistics and the dropout words in the scratch.
+size_t dq_slices_offset(const FlashAttentionArgs& a) {
+  return dq_accum_bytes(a) + 2 * stats_bytes(a) + dropout_bits_bytes(a, backward_block_m_of(a));
+}
 
 template <typename T, int HN>
 void launch_backward(const void* dout, const void* qkv, const void* out, const float* lse, const uint8_t* mask,
                      const FlashAttentionArgs& a, void* dqkv, void* scratch, cudaStream_t stream) {
   constexpr int smem = backward_smem_bytes<T, HN>();
   static const bool configured = (allow_dynamic_smem(flash_backward_kernel<T, HN, Dropout::none>, smem),
-                                  allow_dynamic_smem(flash_backward_kernel<T, HN, Dropout::quads>, smem),
+                                  allow_dynamic_smem(flash_backward_kernel<T, HN, Dropout::bits>, smem),
                                   allow_dynamic_smem(flash_backward_kernel<T, HN, Dropout::elements>, smem), true);
   (void)configured;
   float* dq_accum = static_cast<float*>(scratch);
@@ -811,6 +865,20 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
   TESSERA_KERNEL_LAUNCH_CHECK();
   BackwardParams p;
   set_dropout(p, a);
+  constexpr int BQ = backward_block_m<HN>();
+  const int query_tiles = static_cast<int>((a.seq + BQ - 1) / BQ);
+  p.key_blocks = backward_key_blocks(a), p.query_tiles = query_tiles;
+  p.dropout_bits = nullptr;
+  if (uses_dropout_bits(a)) {
+    auto* bits = reinterpret_cast<uint32_t*>(static_cast<char*>(scratch) + dq_accum_bytes(a) + 2 * stats_bytes(a));
+    const dim3 bits_grid(static_cast<unsigned>(query_tiles), static_cast<unsigned>(p.key_blocks),
+                         static_cast<unsigned>(a.batch * a.num_heads));
+    flash_dropout_bits_kernel<BQ><<<bits_grid, kThreads, 0, stream>>>(
+        p.dropout, p.dropout_heads, p.dropout_first_head, static_cast<int>(a.seq), static_cast<int>(a.num_heads),
+        a.causal, bits);
+    TESSERA_KERNEL_LAUNCH_CHECK();
+    p.dropout_bits = bits;
+  }
   p.qkv = qkv, p.dout = dout, p.lse2 = lse2, p.dsum = dsum, p.mask = mask, p.documents = a.document_ids, p.dqkv = dqkv;
   p.dq_accum = dq_accum;
   p.seq = static_cast<int>(a.seq), p.batch = static_cast<int>(a.batch);
@@ -828,7 +896,7 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
     TESSERA_CUDA_CHECK(cudaMemsetAsync(p.dq_slices, 0, grid.x * dq_accum_bytes(a), stream));
   }
   if (a.dropout.p <= 0.0) flash_backward_kernel<T, HN, Dropout::none><<<grid, kThreads, smem, stream>>>(p);
-  else if (p.dropout_quads) flash_backward_kernel<T, HN, Dropout::quads><<<grid, kThreads, smem, stream>>>(p);
+  else if (p.dropout_bits) flash_backward_kernel<T, HN, Dropout::bits><<<grid, kThreads, smem, stream>>>(p);
   else flash_backward_kernel<T, HN, Dropout::elements><<<grid, kThreads, smem, stream>>>(p);
   TESSERA_KERNEL_LAUNCH_CHECK();
   if (a.deterministic) {

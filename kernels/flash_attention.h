@@ -43,7 +43,9 @@ bool flash_attention_kernel_exists(DType t, int64_t head_dim);
 void flash_attention_forward(DType t, const void* qkv, const uint8_t* key_padding_mask, const FlashAttentionArgs& a,
                              void* out, float* lse, cudaStream_t s);
 
-// Device scratch the backward needs: an fp32 dq accumulator [s, b, na, hn] and D = rowsum(dout * out).
+// Device scratch the backward needs: an fp32 dq accumulator [s, b, na, hn], per-query statistics (D =
+// rowsum(dout * out), the log-sum-exp in the log2 domain) and, with attention dropout, its decisions
+// as bits (4 bytes per 32 probabilities of the tiles the backward visits).
 size_t flash_attention_backward_scratch_bytes(const FlashAttentionArgs& a);
 // dqkv [s, b, (na + 2 ng) hn] is overwritten (dk/dv of a group summed over its heads).
 void flash_attention_backward(DType t, const void* dout, const void* qkv, const void* out, const float* lse,
