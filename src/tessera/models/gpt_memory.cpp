@@ -60,6 +60,9 @@ ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
   }
   m.kept_per_micro_batch += m.embedding_and_head;
   m.kept_per_micro_batch_none += m.embedding_and_head;
+  // prepare(): ids, positions, labels, the loss mask in f32 (and in the loss dtype if another), and
+  // document ids when the batch has them (counted always: a bound)
+  m.inputs = 5 * aligned(R * 4) + (loss != 4 ? aligned(R * loss) : 0);
   // Transient, in LayerStack's scratch arenas (nn/recompute.h): one layer's backward (about as many
   // bytes as its forward's) at a time, or a recomputed run's forward again and its backward.
   m.workspace = m.per_layer_none;

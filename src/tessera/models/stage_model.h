@@ -76,6 +76,11 @@ struct ActivationMemory {
   int64_t kept_per_micro_batch_none = 0;  // the same without recomputation
   int64_t embedding_and_head = 0;      // of kept_per_micro_batch: embedding output, final norm, logits, losses
   int64_t workspace = 0;               // transient: a recomputed run's forward again + its backward, dlogits
+  // What preparing a micro-batch allocates in the same arena before its forward (ids, positions,
+  // labels, loss masks, document ids): the trainer's first arena block holds it and
+  // kept_per_micro_batch, so that the forward's last large tensor (the logits) does not spill into
+  // a block of its own and abandon the first block's tail.
+  int64_t inputs = 0;
   // kept_per_micro_batch is, byte for byte, what the forward allocates in its arena (a dense GPT,
   // checked by recompute_test); false where it is only a guide (MoE layers: routed token counts are
   // known after the router runs).

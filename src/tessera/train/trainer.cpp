@@ -30,7 +30,8 @@ using Clock = std::chrono::steady_clock;
 // the first step).
 size_t first_activation_block_bytes(const TrainingSetup& setup) {
   const models::ActivationMemory& estimate = setup.memory.activation;
-  return estimate.exact ? static_cast<size_t>(std::max<int64_t>(0, estimate.kept_per_micro_batch)) : 0;
+  if (!estimate.exact) return 0;
+  return static_cast<size_t>(std::max<int64_t>(0, estimate.inputs + estimate.kept_per_micro_batch));
 }
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -39,7 +40,7 @@ double seconds_since(Clock::time_point start) {
 
 Trainer::Trainer(const Config& config, Device device)
     : setup_(build_training_setup(config, device)),
-      // What one micro-batch's forward keeps, in one block (no tails abandoned between allocations);
+      // One micro-batch's inputs and what its forward keeps, in one block (no tails abandoned);
       // the backward's few extra buffers of the head and embedding go to 64 MiB blocks after it.
       arena_(size_t(64) << 20, device, first_activation_block_bytes(*setup_)) {
   document_masks_ = {data_.eod, config_.data.eod_mask_loss, config_.data.reset_position_ids,

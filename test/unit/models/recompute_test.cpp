@@ -23,6 +23,7 @@ struct RunResult {
   std::vector<float> grads;
   double loss_sum = 0;
   size_t forward_bytes = 0;  // the caller's arena after the forward and loss (what the chunk keeps)
+  size_t prepared_bytes = 0;  // the caller's arena after prepare() (the micro-batch's inputs)
   models::ActivationMemory estimate;  // GPTModel::activation_memory of the same shape
   size_t peak_bytes = 0;  // the caller's arena's peak plus the model's scratch arenas' (forward and backward)
 };
@@ -50,6 +51,7 @@ RunResult run(int64_t layers, const nn::RecomputeConfig& config, int micro_batch
     models::GPTInputs in = model.prepare(arena, {tokens, mask, Tensor(), ids});
     models::GPTChunkActivations acts;
     const size_t before = arena.used_bytes();
+    result.prepared_bytes = before;
     model.forward_chunk(0, arena, in, Tensor(), Tensor(), dropout, acts);
     models::LossSum loss = model.chunk_loss(arena, in, acts);
     result.forward_bytes = arena.used_bytes() - before;
@@ -159,6 +161,10 @@ TEST(Recompute, MemoryEstimateMatchesTheArena) {
     EXPECT_TRUE(r4.estimate.exact) << what;
     EXPECT_EQ(static_cast<int64_t>(r4.forward_bytes), r4.estimate.kept_per_micro_batch) << what;
     EXPECT_EQ(static_cast<int64_t>(r2.forward_bytes), r2.estimate.kept_per_micro_batch) << what;
+    // prepare()'s inputs fit the estimate too (documents only counted, not prepared, here), so the
+    // trainer's first block (inputs + kept) holds the whole forward: the logits do not spill
+    EXPECT_LE(static_cast<int64_t>(r4.prepared_bytes), r4.estimate.inputs) << what;
+    EXPECT_GE(static_cast<int64_t>(r4.prepared_bytes), r4.estimate.inputs - 4096) << what;
     EXPECT_EQ(r4.estimate.per_layer_none, static_cast<int64_t>(run(4, recompute("none"), 1).forward_bytes -
                                                                run(2, recompute("none"), 1).forward_bytes) / 2)
         << what;
