@@ -132,9 +132,8 @@ struct ForwardParams {
   bool causal;
   float scale_log2;  // softmax_scale * log2(e)
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
-  DropoutRule dropout;  // Dropout::quads / elements kernels only
+  DropoutRule dropout;  // Dropout::quads / elements kernels only (dropout_quads decides)
   int dropout_heads, dropout_first_head;
-  bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (set_dropout)
 };
 
 // The dropout mask's flat index of (batch bi, head h, query row, key): the unfused attention's probs
@@ -145,7 +144,7 @@ __device__ __forceinline__ uint64_t probs_index(int bi, int dropout_heads, int f
 }
 
 // How a kernel drops attention probabilities, fixed at compile time so that the hot kernels carry
-// only the code they run (set_dropout decides which applies).
+// only the code they run (dropout_quads and uses_dropout_bits decide which applies).
 // quads: keys 4j..4j+3 of a row share one Philox block; bits (backward only): the decisions come
 // precomputed as one word per thread and tile (flash_dropout_bits_kernel), drawn as by quads.
 enum class Dropout { none, quads, elements, bits };
@@ -380,9 +379,8 @@ struct BackwardParams {
   bool causal;
   float scale, scale_log2;
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
-  DropoutRule dropout;  // Dropout::quads / elements kernels only
+  DropoutRule dropout;  // the bits kernel and Dropout::elements
   int dropout_heads, dropout_first_head;
-  bool dropout_quads;  // every aligned group of four keys of a row is one Philox block (set_dropout)
   const uint32_t* dropout_bits;  // Dropout::bits: [b, na, key blocks, query tiles][kThreads] words
   int key_blocks, query_tiles;
 };
@@ -780,14 +778,15 @@ void allow_dynamic_smem(Kernel kernel, int bytes) {
   TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
+// A row's probabilities start at a multiple of seq in the flat index; with seq and the offset
+// multiples of 4, keys 4j..4j+3 of a row are one Philox block (four decisions, one evaluation).
+bool dropout_quads(const FlashAttentionArgs& a) { return a.seq % 4 == 0 && a.dropout.offset % 4 == 0; }
+
 template <typename Params>
 void set_dropout(Params& p, const FlashAttentionArgs& a) {
   p.dropout = make_dropout_rule(a.dropout);
   p.dropout_heads = static_cast<int>(a.dropout_heads > 0 ? a.dropout_heads : a.num_heads);
   p.dropout_first_head = static_cast<int>(a.dropout_first_head);
-  // A row's probabilities start at a multiple of seq in the flat index; with seq and the offset
-  // multiples of 4, keys 4j..4j+3 of a row are one Philox block (four decisions, one evaluation).
-  p.dropout_quads = a.seq % 4 == 0 && a.dropout.offset % 4 == 0;
 }
 
 template <typename T, int HN>
@@ -809,7 +808,7 @@ void launch_forward(const void* qkv, const uint8_t* mask, const FlashAttentionAr
   const dim3 grid(static_cast<unsigned>((a.seq + kFwdBlockM - 1) / kFwdBlockM), static_cast<unsigned>(a.num_heads),
                   static_cast<unsigned>(a.batch));
   if (a.dropout.p <= 0.0) flash_forward_kernel<T, HN, Dropout::none><<<grid, kThreads, smem, stream>>>(p);
-  else if (p.dropout_quads) flash_forward_kernel<T, HN, Dropout::quads><<<grid, kThreads, smem, stream>>>(p);
+  else if (dropout_quads(a)) flash_forward_kernel<T, HN, Dropout::quads><<<grid, kThreads, smem, stream>>>(p);
   else flash_forward_kernel<T, HN, Dropout::elements><<<grid, kThreads, smem, stream>>>(p);
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
@@ -827,9 +826,7 @@ size_t stats_bytes(const FlashAttentionArgs& a) {
 
 // The backward draws its dropout decisions in a kernel of their own (Dropout::bits) where the quads
 // rule applies: the words follow the statistics in the scratch.
-bool uses_dropout_bits(const FlashAttentionArgs& a) {
-  return a.dropout.p > 0.0 && a.seq % 4 == 0 && a.dropout.offset % 4 == 0;
-}
+bool uses_dropout_bits(const FlashAttentionArgs& a) { return a.dropout.p > 0.0 && dropout_quads(a); }
 int backward_key_blocks(const FlashAttentionArgs& a) { return static_cast<int>((a.seq + kBwdBlockN - 1) / kBwdBlockN); }
 size_t dropout_bits_bytes(const FlashAttentionArgs& a, int block_m) {
   if (!uses_dropout_bits(a)) return 0;

@@ -21,6 +21,25 @@ cudaStream_t stream() { return CudaContext::get().stream(); }
 
 Shape leading_shape(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 1); }
 
+// The linear's forward GEMM out[rows, out_f] = in[rows, in_f] . weight[out_f, in_f]^T.
+GemmDesc forward_gemm(int64_t rows, int64_t in_f, int64_t out_f, DType t) {
+  GemmDesc g;
+  g.trans_b = true;
+  g.m = rows, g.n = out_f, g.k = in_f;
+  g.lda = in_f, g.ldb = in_f, g.ldc = out_f;
+  g.ab_dtype = g.c_dtype = t;
+  return g;
+}
+
+// The linear's data-gradient GEMM din[rows, in_f] = dout[rows, out_f] . weight[out_f, in_f].
+GemmDesc data_gradient_gemm(int64_t rows, int64_t in_f, int64_t out_f, DType t) {
+  GemmDesc g;
+  g.m = rows, g.n = in_f, g.k = out_f;
+  g.lda = out_f, g.ldb = in_f, g.ldc = in_f;
+  g.ab_dtype = g.c_dtype = t;
+  return g;
+}
+
 void require_rows_like(const char* op, const Tensor& like, const Tensor& t, int64_t last, const char* name) {
   Shape expected = like.shape();
   expected.back() = last;
@@ -48,12 +67,8 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
                                    out_f, in_f, out.data(), stream());
     return;
   }
-  GemmDesc g;
-  g.trans_b = true;
-  g.m = rows, g.n = out_f, g.k = in_f;
-  g.lda = in_f, g.ldb = in_f, g.ldc = out_f;
-  g.ab_dtype = g.c_dtype = in.dtype();
-  gemm(g, 1.0f, in.data(), weight.data(), 0.0f, out.data(), bias.defined() ? bias.data() : nullptr);
+  gemm(forward_gemm(rows, in_f, out_f, in.dtype()), 1.0f, in.data(), weight.data(), 0.0f, out.data(),
+       bias.defined() ? bias.data() : nullptr);
 }
 
 void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& din,
@@ -70,11 +85,7 @@ void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight,
   if (has_din) {
     detail::require_same_shape(op, in, "in", din, "din");
     detail::require_same_dtype(op, in, "in", din, "din");
-    GemmDesc g;  // din[rows, in] = dout[rows, out] . weight[out, in]
-    g.m = rows, g.n = in_f, g.k = out_f;
-    g.lda = out_f, g.ldb = in_f, g.ldc = in_f;
-    g.ab_dtype = g.c_dtype = in.dtype();
-    gemm(g, 1.0f, dout.data(), weight.data(), 0.0f, din.data());
+    gemm(data_gradient_gemm(rows, in_f, out_f, in.dtype()), 1.0f, dout.data(), weight.data(), 0.0f, din.data());
   }
   if (has_db) {
     require_like_or_f32(op, in, "in", dbias, "dbias");
@@ -126,13 +137,8 @@ void linear_gelu_forward(const Tensor& in, const Tensor& weight, const Tensor& b
                     out.numel() == rows * out_f && (!has_bias || (bias.dtype() == in.dtype() && bias.numel() == out_f));
   if (fits && !deterministic_mode() &&
       !kernels::skinny_linear_applies(in.dtype(), rows, in_f, in.data(), weight.data())) {
-    GemmDesc g;
-    g.trans_b = true;
-    g.m = rows, g.n = out_f, g.k = in_f;
-    g.lda = in_f, g.ldb = in_f, g.ldc = out_f;
-    g.ab_dtype = g.c_dtype = in.dtype();
-    fused = gemm_gelu_aux(g, in.data(), weight.data(), out.data(), has_bias ? bias.data() : nullptr,
-                          pre_activation.data());
+    fused = gemm_gelu_aux(forward_gemm(rows, in_f, out_f, in.dtype()), in.data(), weight.data(), out.data(),
+                          has_bias ? bias.data() : nullptr, pre_activation.data());
   }
   if (fused) return;
   linear_forward(in, weight, bias, pre_activation);  // checks everything the fused path assumed
@@ -154,11 +160,8 @@ void linear_backward_dgelu(const Tensor& dout, const Tensor& in, const Tensor& w
   bool fused = false;
   if (dout.dtype() == in.dtype() && weight.dtype() == in.dtype() && dout.numel() == rows * out_f &&
       dout.shape().back() == out_f) {
-    GemmDesc g;  // dpre[rows, in] = dout[rows, out] . weight[out, in], then * gelu'(pre)
-    g.m = rows, g.n = in_f, g.k = out_f;
-    g.lda = out_f, g.ldb = in_f, g.ldc = in_f;
-    g.ab_dtype = g.c_dtype = in.dtype();
-    fused = gemm_dgelu(g, dout.data(), weight.data(), dpre.data(), pre_activation.data());
+    fused = gemm_dgelu(data_gradient_gemm(rows, in_f, out_f, in.dtype()), dout.data(), weight.data(), dpre.data(),
+                       pre_activation.data());  // dpre = (dout . weight) * gelu'(pre)
   }
   if (fused) {
     linear_backward(dout, in, weight, Tensor(), dweight, dbias);
