@@ -113,13 +113,14 @@ struct AttentionRow {
   int64_t h = 0, b = 0, s = 0, last = 0;  // last: token s's cache index; its keys are 0..last
   const T* q = nullptr;                    // token s's query row of head h, in qkv
   KeyRows<T> kv;
+  T* k_new = nullptr;  // cache rows of token s's key and value
+  T* v_new = nullptr;
 };
 
-// Block r's row; the block of each (token, sequence, query group)'s first head also appends the
-// token's key and value to the caches (after the previous grid: call it after waiting for that).
+// Block r's row (reads only what the previous grid does not write: the cached-token count).
 template <typename T>
-__device__ AttentionRow<T> attention_row(const T* qkv, const CachedAttentionArgs& a, int64_t hn, T* k_cache,
-                                         T* v_cache) {
+__device__ AttentionRow<T> attention_row_of_block(const T* qkv, const CachedAttentionArgs& a, int64_t hn, T* k_cache,
+                                                  T* v_cache) {
   const int64_t ng = a.num_query_groups, per_group = a.num_heads / ng;
   const int64_t width = (a.num_heads + 2 * ng) * hn, row = ng * hn, r = blockIdx.x;
   AttentionRow<T> w;
@@ -131,7 +132,24 @@ __device__ AttentionRow<T> attention_row(const T* qkv, const CachedAttentionArgs
   T* k_rows = k_cache + w.b * a.capacity * row + g * hn;
   T* v_rows = v_cache + w.b * a.capacity * row + g * hn;
   w.kv = KeyRows<T>{k_rows, v_rows, group_qkv + w.b * width + per_group * hn, past, row, a.batch * width, hn};
-  if (w.h % per_group == 0) append_new_row(w.kv, k_rows + w.last * row, v_rows + w.last * row, w.s);
+  w.k_new = k_rows + w.last * row;
+  w.v_new = v_rows + w.last * row;
+  return w;
+}
+
+// The block of each (token, sequence, query group)'s first head appends the token's key and value to
+// the caches (they come from the previous grid's qkv: call it after waiting for that).
+template <typename T>
+__device__ void append_row_of_block(const AttentionRow<T>& w, const CachedAttentionArgs& a) {
+  if (w.h % (a.num_heads / a.num_query_groups) == 0) append_new_row(w.kv, w.k_new, w.v_new, w.s);
+}
+
+// Block r's row, its key and value appended (after the previous grid).
+template <typename T>
+__device__ AttentionRow<T> attention_row(const T* qkv, const CachedAttentionArgs& a, int64_t hn, T* k_cache,
+                                         T* v_cache) {
+  const AttentionRow<T> w = attention_row_of_block(qkv, a, hn, k_cache, v_cache);
+  append_row_of_block(w, a);
   return w;
 }
 
@@ -276,13 +294,33 @@ __global__ void __launch_bounds__(kHeadThreads)
   constexpr int kGroups = kHeadThreads / kLanes;  // keys per pass
   constexpr int kHn = kLanes * kVec;
   __shared__ float warp_m[kHeadWarps], warp_l[kHeadWarps], warp_o[kHeadWarps][kHn];
-  wait_for_previous_grid();
-  let_next_grid_launch();  // at batch 1 this kernel takes few SMs: the next one's blocks take the rest
-  const AttentionRow<T> w = attention_row(qkv, a, kHn, k_cache, v_cache);
+  const AttentionRow<T> w = attention_row_of_block(qkv, a, kHn, k_cache, v_cache);
   const KeyRows<T>& kv = w.kv;
   const int64_t last = w.last, keys = last + 1;
   const int sub = threadIdx.x % kLanes, group = threadIdx.x / kLanes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint8_t* mask = key_mask ? key_mask + w.b * a.capacity : nullptr;
+  // A chunk's keys and values: cached ones (earlier steps wrote them; the mask is a host upload)
+  // and new ones (this step's qkv, from the previous grid).
+  uint4 kr[kHeadPasses], vr[kHeadPasses];
+  bool live[kHeadPasses];
+  const auto load_chunk = [&](int64_t c0, bool cached, bool fresh) {
+#pragma unroll
+    for (int p = 0; p < kHeadPasses; ++p) {
+      const int64_t j = c0 + int64_t(p) * kGroups + group;
+      if (cached) live[p] = j < keys && (!mask || mask[j]);
+      if (live[p] && (j < kv.past ? cached : fresh)) {
+        kr[p] = *reinterpret_cast<const uint4*>(kv.key(j) + sub * kVec);
+        vr[p] = *reinterpret_cast<const uint4*>(kv.value(j) + sub * kVec);
+      }
+    }
+  };
+  // The first chunk's cached rows are requested before waiting for the previous grid.
+  load_chunk(0, true, false);
+  wait_for_previous_grid();
+  let_next_grid_launch();  // at batch 1 this kernel takes few SMs: the next one's blocks take the rest
+  append_row_of_block(w, a);
+  load_chunk(0, false, true);
   float q[kVec];
   {
     Vec16<T> qv;
@@ -290,23 +328,12 @@ __global__ void __launch_bounds__(kHeadThreads)
 #pragma unroll
     for (int e = 0; e < kVec; ++e) q[e] = qv.v[e] * a.softmax_scale;
   }
-  const uint8_t* mask = key_mask ? key_mask + w.b * a.capacity : nullptr;
   const float slope = alibi_slope(a.alibi_first_head + w.h, a.alibi_heads);
   float m_run = -INFINITY, l_run = 0.0f, acc[kVec];
 #pragma unroll
   for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
   for (int64_t c0 = 0; c0 < keys; c0 += int64_t(kGroups) * kHeadPasses) {  // uniform over the block
-    uint4 kr[kHeadPasses], vr[kHeadPasses];
-    bool live[kHeadPasses];
-#pragma unroll
-    for (int p = 0; p < kHeadPasses; ++p) {
-      const int64_t j = c0 + int64_t(p) * kGroups + group;
-      live[p] = j < keys && (!mask || mask[j]);
-      if (live[p]) {
-        kr[p] = *reinterpret_cast<const uint4*>(kv.key(j) + sub * kVec);
-        vr[p] = *reinterpret_cast<const uint4*>(kv.value(j) + sub * kVec);
-      }
-    }
+    if (c0 > 0) load_chunk(c0, true, true);
     float score[kHeadPasses], chunk_max = -INFINITY;
 #pragma unroll
     for (int p = 0; p < kHeadPasses; ++p) {

@@ -1,14 +1,13 @@
-// Fused decode linear (decode_linear.h): skinny_linear.cu's GEMV (warps stream weight rows with
-// 16-byte loads, a long row split over up to eight warps, fp32 accumulation, warp-shuffle sums) with
-// (1) the first weight loads (and the LayerNorm parameters) issued before
-// cudaGridDependencySynchronize, so under programmatic dependent launch they overlap the previous
-// kernel's tail; (2) an optional LayerNorm prologue: every block normalises the input rows into
-// shared memory (one load per element, block-wide two-pass fp32 statistics, output rounded to the
-// dtype; one wave of blocks loops over the output rows, so each block does this once) and the GEMV
-// reads the rows from there; (3) an
-// epilogue after bias (rounded to the dtype as the unfused linear's output): GeLU (tanh or erf,
-// rounded again) or a residual add. Each step rounds where the unfused kernels round, so the fused
-// layer equals the unfused one up to fp32 summation order.
+// Fused decode linear (decode_linear.h): a GEMV for up to 8 input rows (bf16/f16, fp32 accumulation)
+// with (1) the output rows split evenly over one wave of blocks and each block's weights split evenly
+// over its warps in 512-byte segments, every warp keeping kInFlight 16-byte loads per lane in flight,
+// the first ones issued before cudaGridDependencySynchronize, so under programmatic dependent launch
+// they overlap the previous kernel's tail; (2) an optional LayerNorm prologue: every block normalises
+// the input rows into shared memory (one load per element, block-wide two-pass fp32 statistics,
+// output rounded to the dtype) and the GEMV reads the rows from there; (3) an epilogue after bias
+// (rounded to the dtype as the unfused linear's output): GeLU (tanh or erf, rounded again) or a
+// residual add. Each step rounds where the unfused kernels round, so the fused layer equals the
+// unfused one up to fp32 summation order.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -24,7 +23,8 @@ namespace tessera::kernels {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kUnroll = 8;  // 16-byte weight loads in flight per lane
+constexpr int kInFlight = 12;     // 16-byte weight loads in flight per lane
+constexpr int kMaxBlockRows = 64;  // output rows of one block
 constexpr size_t kMaxLnShared = 48 * 1024;
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 
@@ -106,41 +106,44 @@ __device__ __forceinline__ void layernorm_block(const T* in, const uint4& gamma,
   }
 }
 
-// Blocks loop over groups of output rows (grid-stride; with a LayerNorm the grid is one wave, so each
-// block normalises the input once). In a group, warp w takes output n = group * (8 / split) + w / split
-// and the K part w % split of it; the parts are summed in part order through shared memory
-// (skinny_linear.cu's scheme). The next group's first weight loads are issued before this group's
-// reduction and epilogue.
+// Block b takes the output rows [b R, (b + 1) R) (R = rows_per_block). Their weights are cut into
+// segments of 32 16-byte vectors (one per lane; a row's last segment may be shorter) and the block's
+// segments are split evenly over its warps in row-major order, so every warp streams the same number
+// of bytes whatever the row length. Each warp keeps kInFlight loads in flight (a ring of registers:
+// a slot is reloaded with the segment kInFlight ahead as soon as it is used), the first ones issued
+// before the wait for the previous grid. A warp sums its part of a row into partial[row][warp] (a
+// row's segments of one warp are contiguous); the block then adds the warps' parts in warp order and
+// applies bias and epilogue.
 template <typename T, int kRows, bool kLayerNorm>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     decode_linear_kernel(const T* in, const T* ln_weight, const T* ln_bias, float ln_eps, const T* weight,
-                         const T* bias, int epilogue, const T* residual, int64_t n_out, int64_t k_in, int split,
-                         T* out) {
+                         const T* bias, int epilogue, const T* residual, int64_t n_out, int64_t k_in,
+                         int rows_per_block, T* out) {
   constexpr int kVec = 16 / sizeof(T);
   extern __shared__ __align__(16) unsigned char dynamic_shared[];
-  __shared__ float partial[kWarpsPerBlock][kRows];
+  __shared__ float partial[kMaxBlockRows][kWarpsPerBlock][kRows];
   __shared__ float red_sum[kLayerNorm ? kRows : 1][kWarpsPerBlock], red_sq[kLayerNorm ? kRows : 1][kWarpsPerBlock];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t rows_per_group = kWarpsPerBlock / split;
-  const int64_t groups = (n_out + rows_per_group - 1) / rows_per_group;
-  const int part = warp % split;
-  const int64_t step = 32 * kVec;
-  const int64_t vectors = k_in / kVec, per_part = (vectors + split - 1) / split;
-  const int64_t k_begin = part * per_part * kVec, k_end = min(k_in, (part + 1) * per_part * kVec);
-  const int64_t k_first = k_begin + lane * kVec;
-  int64_t group = blockIdx.x;
-  // The weights (and LayerNorm parameters) do not depend on the previous kernel: start streaming
-  // them before waiting for it.
-  uint4 wv[kUnroll];
-  {
-    const int64_t n = group * rows_per_group + warp / split;
-    if (n < n_out) {
-      const T* w = weight + n * k_in;
+  const int vectors = static_cast<int>(k_in / kVec);  // per row
+  const int per_row = (vectors + 31) / 32;             // segments per row
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * rows_per_block;
+  const int rows_here = static_cast<int>(min(static_cast<int64_t>(rows_per_block), n_out - row0));
+  const int segments = rows_here * per_row;
+  const int seg_begin = static_cast<int>(static_cast<int64_t>(segments) * warp / kWarpsPerBlock);
+  const int count = static_cast<int>(static_cast<int64_t>(segments) * (warp + 1) / kWarpsPerBlock) - seg_begin;
+  const T* block_weight = weight + row0 * k_in;
+  // The ring's load position: row and segment of the next segment to request.
+  int load_row = seg_begin / per_row, load_seg = seg_begin - load_row * per_row;
+  const auto request = [&](uint4& slot) {
+    const int c = load_seg * 32 + lane;
+    if (c < vectors)
+      slot = __ldg(reinterpret_cast<const uint4*>(block_weight + static_cast<int64_t>(load_row) * k_in) + c);
+    if (++load_seg == per_row) load_seg = 0, ++load_row;
+  };
+  uint4 wv[kInFlight];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (k_first + u * step < k_end) wv[u] = __ldg(reinterpret_cast<const uint4*>(w + k_first + u * step));
-    }
-  }
+  for (int u = 0; u < kInFlight; ++u)
+    if (u < count) request(wv[u]);
   uint4 gamma = make_uint4(0, 0, 0, 0), beta = gamma;
   if constexpr (kLayerNorm) {
     if (threadIdx.x < vectors) {
@@ -154,76 +157,63 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   if constexpr (kLayerNorm) {
     T* xs = reinterpret_cast<T*>(dynamic_shared);
     layernorm_block<T, kRows>(in, gamma, beta, ln_eps, k_in, xs, red_sum, red_sq);
-    __syncthreads();
     x = xs;
   }
-  for (; group < groups; group += gridDim.x) {
-    const int64_t n = group * rows_per_group + warp / split;
-    float acc[kRows];
+  for (int i = threadIdx.x; i < rows_here * kWarpsPerBlock * kRows; i += blockDim.x) (&partial[0][0][0])[i] = 0.0f;
+  __syncthreads();
+  int row = seg_begin / per_row, seg = seg_begin - row * per_row;
+  float acc[kRows];
 #pragma unroll
-    for (int m = 0; m < kRows; ++m) acc[m] = 0.0f;
-    if (n < n_out) {
-      const T* w = weight + n * k_in;
-      for (int64_t k0 = k_first; k0 < k_end; k0 += kUnroll * step) {
+  for (int m = 0; m < kRows; ++m) acc[m] = 0.0f;
+  const auto flush = [&] {
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          if (k0 + u * step >= k_end) break;
-          const T* we = reinterpret_cast<const T*>(&wv[u]);
+    for (int m = 0; m < kRows; ++m) {
+      const float v = warp_sum(acc[m]);
+      if (lane == 0) partial[row][warp][m] = v;
+      acc[m] = 0.0f;
+    }
+  };
+  for (int base = 0; base < count; base += kInFlight) {
 #pragma unroll
-          for (int m = 0; m < kRows; ++m) {
-            const uint4 xv = *reinterpret_cast<const uint4*>(x + m * k_in + k0 + u * step);
-            const T* xe = reinterpret_cast<const T*>(&xv);
+    for (int u = 0; u < kInFlight; ++u) {
+      if (base + u >= count) break;
+      const int c = seg * 32 + lane;
+      if (c < vectors) {
+        const T* we = reinterpret_cast<const T*>(&wv[u]);
 #pragma unroll
-            for (int e = 0; e < kVec; ++e) acc[m] += load_f(we + e) * load_f(xe + e);
-          }
+        for (int m = 0; m < kRows; ++m) {
+          const uint4 xv = *reinterpret_cast<const uint4*>(x + m * k_in + static_cast<int64_t>(c) * kVec);
+          const T* xe = reinterpret_cast<const T*>(&xv);
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) acc[m] += load_f(we + e) * load_f(xe + e);
         }
-        const int64_t next = k0 + kUnroll * step;  // rows longer than one pass: load the next one
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-          if (next + u * step < k_end) wv[u] = __ldg(reinterpret_cast<const uint4*>(w + next + u * step));
+      }
+      if (base + u + kInFlight < count) request(wv[u]);
+      if (++seg == per_row) {  // the row is done (warp-uniform)
+        flush();
+        seg = 0, ++row;
       }
     }
-    {  // the next group's first pass
-      const int64_t next_n = (group + gridDim.x) * rows_per_group + warp / split;
-      if (group + gridDim.x < groups && next_n < n_out) {
-        const T* w = weight + next_n * k_in;
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-          if (k_first + u * step < k_end) wv[u] = __ldg(reinterpret_cast<const uint4*>(w + k_first + u * step));
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < kRows; ++m) acc[m] = warp_sum(acc[m]);
-    if (lane == 0)
-#pragma unroll
-      for (int m = 0; m < kRows; ++m) partial[warp][m] = acc[m];
-    __syncthreads();
-    if (lane == 0 && part == 0 && n < n_out) {
-      const float b = bias ? load_f(bias + n) : 0.0f;
-#pragma unroll
-      for (int m = 0; m < kRows; ++m) {
-        float total = 0.0f;
-        for (int p = 0; p < split; ++p) total += partial[warp + p][m];
-        float v = round_to<T>(total + b);  // the linear's output, as the unfused path stores it
-        if (epilogue == static_cast<int>(DecodeEpilogue::gelu_tanh)) {
-          v = 0.5f * v * (1.0f + tanhf(kGeluK * (v + 0.044715f * v * v * v)));
-        } else if (epilogue == static_cast<int>(DecodeEpilogue::gelu_erf)) {
-          v = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
-        } else if (epilogue == static_cast<int>(DecodeEpilogue::residual_add)) {
-          v = load_f(residual + m * n_out + n) + v;
-        }
-        store_f(out + m * n_out + n, v);
-      }
-    }
-    __syncthreads();  // partial is rewritten by the next group
   }
-}
-
-// Warps per output row: enough that each lane reads at most kUnroll vectors of it (1, 2, 4 or 8).
-int split_for(int64_t k_in, int64_t vec) {
-  int split = 1;
-  while (split < kWarpsPerBlock && k_in > split * 32 * vec * kUnroll) split *= 2;
-  return split;
+  if (seg != 0) flush();  // the row goes on in the next warp
+  __syncthreads();
+  for (int i = threadIdx.x; i < rows_here * kRows; i += blockDim.x) {
+    const int r = i % rows_here, m = i / rows_here;
+    const int64_t n = row0 + r;
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarpsPerBlock; ++w) total += partial[r][w][m];
+    const float b = bias ? load_f(bias + n) : 0.0f;
+    float v = round_to<T>(total + b);  // the linear's output, as the unfused path stores it
+    if (epilogue == static_cast<int>(DecodeEpilogue::gelu_tanh)) {
+      v = 0.5f * v * (1.0f + tanhf(kGeluK * (v + 0.044715f * v * v * v)));
+    } else if (epilogue == static_cast<int>(DecodeEpilogue::gelu_erf)) {
+      v = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+    } else if (epilogue == static_cast<int>(DecodeEpilogue::residual_add)) {
+      v = load_f(residual + m * n_out + n) + v;
+    }
+    store_f(out + m * n_out + n, v);
+  }
 }
 
 // Blocks of the kernel resident at once per SM, and the SM count.
@@ -244,24 +234,21 @@ std::pair<int, int> occupancy(const void* kernel, size_t shared_bytes) {
 
 template <typename T, int kRows, bool kLayerNorm>
 void launch(const DecodeLinearArgs& a, cudaStream_t s) {
-  const int split = split_for(a.k_in, 16 / sizeof(T));
-  const int64_t rows_per_group = kWarpsPerBlock / split;
-  const int64_t groups = (a.n_out + rows_per_group - 1) / rows_per_group;
   const auto kernel = decode_linear_kernel<T, kRows, kLayerNorm>;
   const size_t shared_bytes = kLayerNorm ? static_cast<size_t>(kRows * a.k_in) * sizeof(T) : 0;
-  // Blocks loop over the groups in one wave (default: as many blocks as fit on the GPU at once): with
-  // a LayerNorm prologue each block normalises the input once, not once per group, and no block
-  // waits for a second wave. On the H200 at the GPT-2 1.5B shape, batch 1, one full wave measured
-  // 532 new tokens/s, one block per group 514, half a wave 493 (docs/decode-gpu.md).
-  // blocks_per_sm 0: one block per group (no LayerNorm: as skinny_linear.cu; with one: one wave).
+  // One wave of blocks (default: as many as fit on the GPU at once) with the output rows split evenly
+  // over them: with a LayerNorm prologue each block normalises the input once, and the blocks stream
+  // the same bytes. blocks_per_sm 0: 8 output rows a block.
   const auto [per_sm, sms] = occupancy(reinterpret_cast<const void*>(kernel), shared_bytes);
   const int64_t wave = static_cast<int64_t>(sms) * (a.blocks_per_sm > 0 ? std::min(a.blocks_per_sm, per_sm) : per_sm);
-  const int64_t blocks = a.blocks_per_sm == 0 && !kLayerNorm ? groups : std::min<int64_t>(groups, wave);
+  int64_t rows_per_block = a.blocks_per_sm == 0 ? 8 : (a.n_out + wave - 1) / wave;
+  rows_per_block = std::min<int64_t>(rows_per_block, kMaxBlockRows);
+  const int64_t blocks = (a.n_out + rows_per_block - 1) / rows_per_block;
   launch_kernel(a.programmatic, kernel, dim3(static_cast<unsigned>(blocks)), dim3(32 * kWarpsPerBlock), shared_bytes,
                 s, static_cast<const T*>(a.in), static_cast<const T*>(a.ln_weight),
                 static_cast<const T*>(a.ln_bias), a.ln_eps, static_cast<const T*>(a.weight),
                 static_cast<const T*>(a.bias), static_cast<int>(a.epilogue), static_cast<const T*>(a.residual), a.n_out,
-                a.k_in, split, static_cast<T*>(a.out));
+                a.k_in, static_cast<int>(rows_per_block), static_cast<T*>(a.out));
 }
 
 template <typename T, bool kLayerNorm>

@@ -30,8 +30,8 @@ struct DecodeLinearArgs {
   // Programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization); the kernel
   // waits for the previous grid before reading anything it wrote.
   bool programmatic = true;
-  // Grid: blocks per SM looping over the output rows (< 0: the occupancy, one full wave; 0: one
-  // block per group of output rows, one wave with a LayerNorm; > 0: that many, at most the occupancy).
+  // Grid: blocks per SM, the output rows split evenly over them (< 0: the occupancy, one full wave;
+  // 0: 8 output rows a block; > 0: that many, at most the occupancy).
   int blocks_per_sm = -1;
 };
 
