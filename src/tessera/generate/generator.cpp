@@ -79,7 +79,9 @@ Tensor Generator::upload_inputs(const std::vector<int32_t>& ids, const std::vect
                                 const std::vector<uint8_t>& key_mask, int64_t past, int64_t n, Tensor& ids_t,
                                 Tensor& positions_t) {
   const int64_t rows = cache_.batch, capacity = cache_.capacity, mask_words = (rows * capacity + 3) / 4;
-  const int64_t ids_at = 1 + mask_words, positions_at = ids_at + capacity * rows;
+  // The step's n ids and n positions follow the mask: one upload a step (a decode step's n is the
+  // batch, so a captured step finds them at the same addresses every time).
+  const int64_t ids_at = 1 + mask_words, positions_at = ids_at + n;
   TESSERA_CHECK(n <= capacity * rows && static_cast<int64_t>(ids.size()) == n &&
                     static_cast<int64_t>(positions.size()) == n &&
                     static_cast<int64_t>(key_mask.size()) == rows * capacity,
@@ -89,9 +91,7 @@ Tensor Generator::upload_inputs(const std::vector<int32_t>& ids, const std::vect
   std::memcpy(host + 1, key_mask.data(), key_mask.size());
   std::memcpy(host + ids_at, ids.data(), static_cast<size_t>(n) * sizeof(int32_t));
   std::memcpy(host + positions_at, positions.data(), static_cast<size_t>(n) * sizeof(int32_t));
-  upload_words(host, inputs_device_.rows(0, ids_at));
-  upload_words(host + ids_at, inputs_device_.rows(ids_at, ids_at + n));
-  upload_words(host + positions_at, inputs_device_.rows(positions_at, positions_at + n));
+  upload_words(host, inputs_device_.rows(0, positions_at + n));
   ids_t = inputs_device_.rows(ids_at, ids_at + n);
   positions_t = inputs_device_.rows(positions_at, positions_at + n);
   return Tensor(static_cast<uint8_t*>(inputs_device_.data()) + sizeof(int32_t), DType::u8, {rows, capacity},
