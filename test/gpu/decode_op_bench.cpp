@@ -25,7 +25,6 @@
 #include "tessera/ops/bias_dropout_add.h"
 #include "tessera/ops/cached_attention.h"
 #include "tessera/ops/decode_linear.h"
-#include "tessera/ops/decode_mlp.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/layernorm.h"
 #include "tessera/ops/linear.h"
@@ -184,14 +183,6 @@ void bench_shape(const std::string& shape, int64_t layers, int64_t hidden, int64
     ops::decode_linear_forward(scratch, gelu_out, {Tensor(), Tensor(), 0.0, w_fc2, b_fc2, E::residual_add, residual},
                                out_h2);
   });
-  // The fused MLP (ops/decode_mlp.h; at batch > 8 the two fused linears).
-  const size_t mlp_bytes = ops::decode_mlp_workspace_bytes(t, hidden, ffn);
-  const Buffer mlp_workspace(mlp_bytes, gpu);
-  const ops::DecodeMlpState mlp_state(w_fc2, mlp_workspace.as_tensor(DType::u8, {static_cast<int64_t>(mlp_bytes)}));
-  report(shape, batch, "fused mlp (ln2..fc2+residual)", 8.0 * hidden * hidden * e + 3 * act, [&] {
-    scratch.reset();
-    ops::decode_mlp_forward(scratch, x, {ln_w, ln_b, 1e-5, w_fc1, b_fc1, w_fc2, b_fc2, false, &mlp_state}, out_h2);
-  });
   report(shape, batch, "lm head GEMM (50304)", 1.0 * vocab * hidden * e + batch * vocab * e,
          [&] { ops::linear_forward(x, w_head, Tensor(), logits); });
   report(shape, batch, "argmax_log_softmax", 1.0 * batch * vocab * e,
@@ -204,7 +195,6 @@ void bench_shape(const std::string& shape, int64_t layers, int64_t hidden, int64
     const int64_t n = which == 0 ? 1 : layers;
     models::GPTModel model(gpt_config(n, hidden, heads), 50257, t, gpu);
     model.initialize(1);
-    model.prepare_decode();
     Arena cache_arena(size_t(2) << 30, gpu), step(size_t(256) << 20, gpu);
     models::GPTKvCache cache = model.allocate_kv_cache(cache_arena, batch, capacity);
     std::vector<int32_t> host_ids(static_cast<size_t>(batch), 11), host_pos(static_cast<size_t>(batch), 383);

@@ -3,16 +3,13 @@
 // whole-head kernel of small batches, over caches of one and of several chunks; f32 and bf16; the
 // written caches too), the greedy row
 // reduction (argmax + log-softmax, padded vocabulary columns ignored), the fused decode linear
-// (LayerNorm prologue, GEMV, GeLU / residual-add epilogues; the GPT-2 1.5B block's shapes), the
-// fused decode MLP (one kernel split over the FFN dimension, a grid barrier, fixed-order sums:
-// bitwise reproducible; NaN rows stay NaN), and
+// (LayerNorm prologue, GEMV, GeLU / residual-add epilogues; the GPT-2 1.5B block's shapes), and
 // whole-model decoding (GPTModel::forward_cached: a prefill then cached steps of a left-padded batch)
 // of a Llama-style model (RoPE at per-row positions, GQA, RMSNorm, SwiGLU), an ALiBi GPT and a GPT-2
 // (bf16 steps: the fused decode layer) against the CPU f32 model with the same weights. Prints one
 // line per case as it finishes (line-buffered); exits 1 on a failure, 77 without a visible GPU.
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <random>
 
 #include "device_test_support.h"
@@ -21,7 +18,6 @@
 #include "tessera/ops/argmax.h"
 #include "tessera/ops/cached_attention.h"
 #include "tessera/ops/decode_linear.h"
-#include "tessera/ops/decode_mlp.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/train/config.h"
 
@@ -158,62 +154,6 @@ void decode_linear_case(const char* name, DType t, int64_t rows, int64_t k_in, i
   if (!ok) ++failures;
 }
 
-// The fused decode MLP (ops/decode_mlp.h: h + fc2(gelu(fc1(LN(h))))) on the GPU in dtype t against
-// the same op on the CPU in f32 (two decode linears, the separate ops); the GPU case must take the
-// fused kernel, give bitwise the same output on a second launch (the grid barrier reused, the partial
-// sums added in a fixed order), and with inf_row >= 0 (that row of h holds an infinity) give NaN in
-// that row, as the CPU does, and finite rows elsewhere.
-void decode_mlp_case(const char* name, DType t, int64_t rows, int64_t hidden, int64_t ffn, bool gelu_erf = false,
-                     bool bias = true, int64_t inf_row = -1) {
-  std::mt19937 rng(static_cast<unsigned>(rows * 7 + hidden + ffn));
-  auto h = random_normal(rng, rows * hidden, 1.0f, t, 0.3f);
-  if (inf_row >= 0) h[static_cast<size_t>(inf_row * hidden + 5)] = INFINITY;
-  const auto w1 = random_normal(rng, ffn * hidden, 1.0f / std::sqrt(float(hidden)), t);
-  const auto w2 = random_normal(rng, hidden * ffn, 1.0f / std::sqrt(float(ffn)), t);
-  const auto b1 = random_normal(rng, ffn, 0.5f, t), b2 = random_normal(rng, hidden, 0.5f, t);
-  const auto gamma = random_normal(rng, hidden, 0.2f, t, 1.0f), beta = random_normal(rng, hidden, 0.2f, t);
-  auto host = [](const std::vector<float>& v, Shape s) { return Tensor(const_cast<float*>(v.data()), DType::f32, s); };
-  ops::DecodeMlp c{host(gamma, {hidden}), host(beta, {hidden}), 1e-5, host(w1, {ffn, hidden}), Tensor(),
-                   host(w2, {hidden, ffn}), Tensor(), gelu_erf, nullptr};
-  if (bias) c.fc1_bias = host(b1, {ffn}), c.fc2_bias = host(b2, {hidden});
-  std::vector<float> ref(static_cast<size_t>(rows * hidden));
-  Arena cpu_arena(size_t(64) << 20, Device::cpu());
-  ops::decode_mlp_forward(cpu_arena, host(h, {rows, hidden}), c, Tensor(ref.data(), DType::f32, {rows, hidden}));
-  const auto h_b = to_bytes(h, t), w1_b = to_bytes(w1, t), w2_b = to_bytes(w2, t), b1_b = to_bytes(b1, t),
-             b2_b = to_bytes(b2, t), g_b = to_bytes(gamma, t), be_b = to_bytes(beta, t);
-  DeviceTensor d_h(t, {rows, hidden}, h_b.data()), d_w1(t, {ffn, hidden}, w1_b.data()), d_w2(t, {hidden, ffn}, w2_b.data()),
-      d_b1(t, {ffn}, b1_b.data()), d_b2(t, {hidden}, b2_b.data()), d_g(t, {hidden}, g_b.data()),
-      d_be(t, {hidden}, be_b.data()), d_out(t, {rows, hidden}, nullptr);
-  const size_t workspace_bytes = ops::decode_mlp_workspace_bytes(t, hidden, ffn);
-  const Buffer workspace(workspace_bytes, Device::cuda(0));
-  const ops::DecodeMlpState state(d_w2.tensor, workspace.as_tensor(DType::u8, {static_cast<int64_t>(workspace_bytes)}));
-  ops::DecodeMlp g{d_g.tensor, d_be.tensor, 1e-5, d_w1.tensor, Tensor(), d_w2.tensor, Tensor(), gelu_erf, &state};
-  if (bias) g.fc1_bias = d_b1.tensor, g.fc2_bias = d_b2.tensor;
-  const bool fused = ops::decode_mlp_fuses(d_h.tensor, g, d_out.tensor);
-  Arena gpu_arena(size_t(8) << 20, Device::cuda(0));
-  ops::decode_mlp_forward(gpu_arena, d_h.tensor, g, d_out.tensor);
-  const std::string what = std::string(name) + " out";
-  const auto got = download_checked(d_out, what, failures);
-  ops::decode_mlp_forward(gpu_arena, d_h.tensor, g, d_out.tensor);
-  const auto again = download_checked(d_out, what + " (second launch)", failures);
-  const auto e = normalised_error(got, ref, t);
-  bool rows_ok = true;  // the infinity's row NaN throughout, the others finite
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t n = 0; n < hidden; ++n) {
-      const float v = got[static_cast<size_t>(r * hidden + n)];
-      rows_ok = rows_ok && (r == inf_row ? std::isnan(v) : std::isfinite(v));
-    }
-  const double tolerance = 2e-2;
-  const bool same = std::memcmp(got.data(), again.data(), got.size() * sizeof(float)) == 0;
-  const bool ok = fused && same && rows_ok && e.error <= tolerance && e.special_mismatches == 0;
-  std::printf("%s decode_mlp %s %s rows %lld [%lld -> %lld -> %lld]: %s, error %.2e (tolerance %.0e), second launch %s%s\n",
-              ok ? "PASS" : "FAIL", name, std::string(dtype_name(t)).c_str(), static_cast<long long>(rows),
-              static_cast<long long>(hidden), static_cast<long long>(ffn), static_cast<long long>(hidden),
-              fused ? "fused kernel" : "NOT fused", e.error, tolerance, same ? "bitwise equal" : "DIFFERS",
-              inf_row >= 0 ? (rows_ok ? ", inf row NaN" : ", inf row NOT NaN (or another row not finite)") : "");
-  if (!ok) ++failures;
-}
-
 // A small decoder of `kind` (rope: Llama-style; alibi: GPT-2 with ALiBi), dropout off.
 train::ModelConfig small_model(const std::string& kind) {
   train::ModelConfig m = train::load_config("", {"data.mock_data=true", "data.vocab_size=64"}).model;
@@ -246,7 +186,6 @@ std::vector<float> decode_logits(const train::ModelConfig& config, DType dtype, 
   const int64_t vocab = 64, capacity = prefill + steps;
   models::GPTModel model(config, vocab, dtype, device);
   model.initialize(1234);
-  model.prepare_decode();  // the GPT's bf16 steps: the fused MLP kernel
   Arena cache_arena(size_t(16) << 20, device), step_arena(size_t(64) << 20, device);
   models::GPTKvCache cache = model.allocate_kv_cache(cache_arena, rows, capacity);
   std::mt19937 rng(3);
@@ -321,11 +260,6 @@ int main() {
   decode_linear_case("no-bias-f16", DType::f16, 5, 512, 77, false, E::none, false);
   decode_linear_case("long-row-two-passes", DType::bf16, 2, 20480, 64, false, E::residual_add);
   decode_linear_case("ln-no-bias", DType::bf16, 7, 1024, 300, true, E::none, false);
-  for (int64_t rows : {1, 2, 3, 8}) decode_mlp_case("gpt2-1.5b", DType::bf16, rows, 1600, 6400);
-  decode_mlp_case("gpt2-124m", DType::bf16, 1, 768, 3072);
-  decode_mlp_case("erf-f16-no-bias", DType::f16, 5, 256, 1000, true, false);
-  decode_mlp_case("small-uneven", DType::bf16, 3, 128, 257);
-  decode_mlp_case("inf-row", DType::bf16, 3, 512, 2048, false, true, 1);
   for (DType t : {DType::f32, DType::bf16}) {
     cached_attention_case("small-gqa", t, 3, 4, 2, 64, 5, 4);
     cached_attention_case("hn8", t, 2, 4, 4, 8, 6, 3);

@@ -119,7 +119,6 @@ Generator::Generator(models::GPTModel& model, parallel::ParallelContext& context
     TESSERA_CONFIG_FAIL("parallel.recompute_granularity = ", parallel.recompute_granularity,
                         " is not supported by tessera-generate (set it to none)");
   TESSERA_CHECK(model.num_chunks() == 1, "generation needs one model chunk per rank");
-  model.prepare_decode();
 }
 
 int64_t Generator::max_length() const { return model_.config().max_position_embeddings; }

@@ -1,6 +1,5 @@
 #include "tessera/models/gpt.h"
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -440,17 +439,6 @@ Tensor GPTModel::forward_logits(Arena& arena, const Tensor& ids, const Tensor& k
   Tensor logits = forward_chunk(0, arena, in, Tensor(), key_padding_mask, nn::DropoutContext{}, acts);
   logits = parallel::gather_from_tp_last_dim_forward(arena, logits, tp_);
   return logits.view({seq, batch, padded_vocab_});
-}
-
-void GPTModel::prepare_decode() {
-  size_t bytes = 0;
-  for (const Chunk& chunk : chunks_)
-    for (const nn::TransformerLayer& layer : chunk.layers) bytes = std::max(bytes, layer.decode_workspace_bytes());
-  if (bytes == 0 || decode_workspace_.size() >= bytes) return;
-  decode_workspace_ = Buffer(bytes, store_.device());
-  const Tensor workspace = decode_workspace_.as_tensor(DType::u8, {static_cast<int64_t>(bytes)});
-  for (Chunk& chunk : chunks_)
-    for (nn::TransformerLayer& layer : chunk.layers) layer.prepare_decode(workspace);
 }
 
 GPTKvCache GPTModel::allocate_kv_cache(Arena& arena, int64_t batch, int64_t capacity) const {

@@ -140,10 +140,6 @@ class GPTModel : public StageModel {
   Tensor forward_cached(int chunk, Arena& arena, const Tensor& ids, const Tensor& positions, const Tensor& input,
                         const Tensor& key_mask, const GPTKvCache& cache, int64_t past, int64_t tokens,
                         bool last_only) const;
-  // Every layer's nn::TransformerLayer::prepare_decode (what the fused decode step reads beside the
-  // weights, on a GPU; the layers share one workspace); call once the weights are final, before
-  // generating.
-  void prepare_decode();
 
  private:
   struct Chunk {
@@ -167,7 +163,6 @@ class GPTModel : public StageModel {
   std::pair<int, int> embedding_params_{0, 0}, head_params_{0, 0};
   std::vector<Chunk> chunks_;
   std::unique_ptr<nn::LayerStack> layer_stack_;  // runs each chunk's layers (recomputation, scratch arenas)
-  Buffer decode_workspace_;  // prepare_decode()'s, shared by the layers' fused decode MLPs
   mutable MoeStepStats moe_stats_;  // the training forwards' router statistics since take_moe_stats
 };
 

@@ -2,7 +2,6 @@
 
 #include "tessera/ops/bias_dropout_add.h"
 #include "tessera/ops/decode_linear.h"
-#include "tessera/ops/decode_mlp.h"
 #include "tessera/ops/dropout.h"
 #include "tessera/ops/elementwise.h"
 
@@ -73,20 +72,6 @@ Tensor TransformerLayer::forward_cached(Arena& arena, const Tensor& in, int64_t 
   return dropout_add(arena, m, h, 0.0, unused, 0);
 }
 
-size_t TransformerLayer::decode_workspace_bytes() const {
-  const Tensor weight = mlp_ ? mlp_->fc2().weight() : Tensor();
-  const bool half = weight.defined() && (weight.dtype() == DType::bf16 || weight.dtype() == DType::f16);
-  if (!half || !weight.device().is_cuda() || moe_ || mlp_->swiglu() || tp_.enabled() || !ln1_.layernorm() ||
-      !ln2_.layernorm() || !ops::decode_fusion_enabled() || !ops::decode_mlp_fusion_enabled())
-    return 0;
-  return ops::decode_mlp_workspace_bytes(weight.dtype(), weight.dim(0), weight.dim(1));
-}
-
-void TransformerLayer::prepare_decode(const Tensor& workspace) {
-  if (decode_workspace_bytes() == 0 || decode_mlp_.ready()) return;
-  decode_mlp_ = ops::DecodeMlpState(mlp_->fc2().weight(), workspace);
-}
-
 Tensor TransformerLayer::forward_cached_fused(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch,
                                               const Tensor& key_mask, const KvCacheSlot& cache, int64_t past,
                                               const Tensor& positions) const {
@@ -112,11 +97,15 @@ Tensor TransformerLayer::forward_cached_fused(Arena& arena, const Tensor& in, in
   d = {Tensor(), Tensor(), 0.0, proj_linear.weight(), proj_linear.bias(), ops::DecodeEpilogue::residual_add, in};
   Tensor h = arena.allocate(in.dtype(), {rows, hidden});
   ops::decode_linear_forward(arena, context, d, h);
-  // The MLP: out = h + fc2(gelu(fc1(LN2(h))))
-  const ops::DecodeMlp m{ln2->weight(), ln2->bias(), ln2->eps(), fc1.weight(), fc1.bias(),
-                         fc2.weight(),  fc2.bias(),  mlp_->gelu_erf(), &decode_mlp_};
+  // [LN2 + fc1 + GeLU]
+  d = {ln2->weight(), ln2->bias(), ln2->eps(), fc1.weight(), fc1.bias(),
+       mlp_->gelu_erf() ? ops::DecodeEpilogue::gelu_erf : ops::DecodeEpilogue::gelu_tanh, Tensor()};
+  Tensor activation = arena.allocate(in.dtype(), {rows, d.weight.dim(0)});
+  ops::decode_linear_forward(arena, h, d, activation);
+  // [fc2 + residual]: out = h + fc2(activation)
+  d = {Tensor(), Tensor(), 0.0, fc2.weight(), fc2.bias(), ops::DecodeEpilogue::residual_add, h};
   Tensor out = arena.allocate(in.dtype(), {rows, hidden});
-  ops::decode_mlp_forward(arena, h, m, out);
+  ops::decode_linear_forward(arena, activation, d, out);
   return out;
 }
 

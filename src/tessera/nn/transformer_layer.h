@@ -11,7 +11,6 @@
 #include "tessera/nn/mlp.h"
 #include "tessera/nn/moe_layer.h"
 #include "tessera/nn/self_attention.h"
-#include "tessera/ops/decode_mlp.h"
 
 namespace tessera::nn {
 
@@ -51,20 +50,11 @@ class TransformerLayer {
   Tensor forward_cached(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch, const Tensor& key_mask,
                         const KvCacheSlot& cache, int64_t past, const Tensor& positions = Tensor()) const;
   int64_t kv_width() const { return attention_.kv_width(); }
-  // The fused decode MLP's workspace this layer needs (ops::decode_mlp_workspace_bytes; 0 when its
-  // decode steps do not take the fused block below, or the fused MLP is switched off).
-  size_t decode_workspace_bytes() const;
-  // Builds what the fused decode MLP reads beside the parameters (ops::DecodeMlpState: fc2's weight
-  // transposed; workspace: decode_workspace_bytes() zero-filled bytes, which the layers of a model may
-  // share) when decode_workspace_bytes() > 0; call once the weights are final. Without it the MLP runs
-  // as two fused linears.
-  void prepare_decode(const Tensor& workspace);
   const MoeLayer* moe() const { return moe_.get(); }  // null on a dense layer
 
  private:
-  // forward_cached as fused decode kernels around the cached attention: [LN1 + QKV], attention,
-  // [proj + residual] (ops/decode_linear.h), then the MLP as one kernel once prepare_decode() ran
-  // (ops/decode_mlp.h), else [LN2 + fc1 + GeLU], [fc2 + residual]. Undefined when
+  // forward_cached as four fused decode linears around the cached attention (ops/decode_linear.h):
+  // [LN1 + QKV], attention, [proj + residual], [LN2 + fc1 + GeLU], [fc2 + residual]. Undefined when
   // the block is not one it takes: a CUDA step of bf16/f16 with at most kSkinnyMaxRows rows, LayerNorm,
   // a dense GeLU MLP, TP = 1 (and TESSERA_DECODE_FUSION not 0).
   Tensor forward_cached_fused(Arena& arena, const Tensor& in, int64_t tokens, int64_t batch, const Tensor& key_mask,
@@ -77,7 +67,6 @@ class TransformerLayer {
   Norm ln2_;
   std::unique_ptr<MLP> mlp_;       // a dense layer's MLP
   std::unique_ptr<MoeLayer> moe_;  // or a MoE layer's
-  ops::DecodeMlpState decode_mlp_;  // prepare_decode()'s
 };
 
 }  // namespace tessera::nn

@@ -12,7 +12,6 @@
 #include "tessera/ops/adamw.h"
 #include "tessera/ops/attention.h"
 #include "tessera/ops/decode_linear.h"
-#include "tessera/ops/decode_mlp.h"
 
 namespace tessera::ops::cuda {
 
@@ -46,10 +45,6 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
 // ops/decode_linear.h: whether the fused kernel takes the tensors, and its launch (checked shapes).
 bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& out);
 void decode_linear_forward(const Tensor& in, const DecodeLinear& d, const Tensor& out);
-// ops/decode_mlp.h: the kernel's workspace size, whether it takes the tensors, and its launch.
-size_t decode_mlp_workspace_bytes(DType t, int64_t hidden, int64_t ffn);
-bool decode_mlp_fuses(const Tensor& h, const DecodeMlp& m, const Tensor& out);
-void decode_mlp_forward(const Tensor& h, const DecodeMlp& m, const Tensor& out);
 
 void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                        const Tensor& mean, const Tensor& rstd);
