@@ -23,13 +23,6 @@ __device__ __forceinline__ float round_to(float v) {
   return load_f(&t);
 }
 
-template <typename T>
-__device__ __forceinline__ void unpack(const uint4& raw, float* out) {
-  const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-  for (int k = 0; k < 16 / static_cast<int>(sizeof(T)); ++k) out[k] = load_f(e + k);
-}
-
 // The block normalises the kRows input rows into xs (both [kRows, k], k <= 256 * kVec): thread t
 // holds vector t of every row (one load of the row set), block-wide fp32 sums through red_* for the
 // mean, then for the variance of the held values (two-pass statistics without a second load).
@@ -49,7 +42,7 @@ __device__ __forceinline__ void layernorm_block(const T* in, const uint4& gamma,
   for (int m = 0; m < kRows; ++m) {
     float f[kVec], sum = 0.0f;
     if (holds) {
-      unpack<T>(raw[m], f);
+      unpack16<T>(raw[m], f);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) sum += f[e];
     }
@@ -65,7 +58,7 @@ __device__ __forceinline__ void layernorm_block(const T* in, const uint4& gamma,
     mean[m] = total / static_cast<float>(k);
     float f[kVec], sq = 0.0f;
     if (holds) {
-      unpack<T>(raw[m], f);
+      unpack16<T>(raw[m], f);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) sq += (f[e] - mean[m]) * (f[e] - mean[m]);
     }
@@ -74,8 +67,8 @@ __device__ __forceinline__ void layernorm_block(const T* in, const uint4& gamma,
   }
   __syncthreads();
   float g[kVec], b[kVec];
-  unpack<T>(gamma, g);
-  unpack<T>(beta, b);
+  unpack16<T>(gamma, g);
+  unpack16<T>(beta, b);
 #pragma unroll
   for (int m = 0; m < kRows; ++m) {
     float total = 0.0f;
@@ -84,7 +77,7 @@ __device__ __forceinline__ void layernorm_block(const T* in, const uint4& gamma,
     rstd[m] = rsqrtf(total / static_cast<float>(k) + eps);
     if (holds) {
       float f[kVec];
-      unpack<T>(raw[m], f);
+      unpack16<T>(raw[m], f);
       uint4 packed;
       T* p = reinterpret_cast<T*>(&packed);
 #pragma unroll

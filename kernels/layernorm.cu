@@ -82,13 +82,6 @@ struct RowVectors {
   float v[kMaxRowVectors][kN];
 };
 
-template <typename T>
-__device__ __forceinline__ void unpack16(const uint4& raw, float* out) {
-  const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-  for (int k = 0; k < 16 / static_cast<int>(sizeof(T)); ++k) out[k] = load_f(e + k);
-}
-
 template <typename T, typename S>
 __global__ void layernorm_forward_row_vectors_kernel(const T* in, const T* weight, const T* bias, float eps,
                                                      int64_t hidden, T* out, S* mean_out, S* rstd_out) {
