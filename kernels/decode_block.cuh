@@ -1,6 +1,7 @@
-// Device pieces shared by the fused decode kernels (decode_linear.cu, decode_mlp.cu): 8-warp blocks,
-// a LayerNorm of the (<= 8) input rows into shared memory, and a GEMV that streams a block's weight rows
-// through a per-lane register ring whose first loads are issued before the grid dependency wait.
+// The pieces of the fused decode linear (decode_linear.cu), kept apart from its kernel so each reads on
+// its own: 8-warp blocks, a LayerNorm of the (<= 8) input rows into shared memory, a GEMV that streams a
+// block's weight rows through a per-lane register ring whose first loads are issued before the grid
+// dependency wait, and the occupancy query that sizes its one-wave grid.
 #pragma once
 #include <algorithm>
 #include <map>
@@ -12,7 +13,6 @@
 namespace tessera::kernels::decode {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kThreads = 32 * kWarpsPerBlock;
 constexpr int kInFlight = 12;  // 16-byte weight loads in flight per lane
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 
