@@ -58,6 +58,34 @@ __device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
   return v;
 }
 
+// Folds kUnroll packs (pack p = base + u * kThreads) into a thread's online (max, sum-exp); columns
+// >= valid_vocab and packs >= packs do not count.
+template <typename T, int N>
+__device__ __forceinline__ MaxSum online_update(const Pack<T, N> (&raw)[kUnroll], int64_t base, int64_t packs,
+                                                int64_t valid_vocab, MaxSum acc) {
+  // Full chunks (all but at most one per thread) skip the padding test; the values are unpacked
+  // from the raw registers in each pass rather than held as kUnroll x N floats.
+  const bool full = (base + int64_t(kUnroll - 1) * kThreads + 1) * N <= valid_vocab;
+  auto value = [&](int u, int k) {
+    const int64_t p = base + int64_t(u) * kThreads, j = p * N + k;
+    return full || (p < packs && j < valid_vocab) ? load_f(&raw[u].e[k]) : -INFINITY;
+  };
+  float local_max = -INFINITY;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+    for (int k = 0; k < N; ++k) local_max = fmaxf(local_max, value(u, k));
+  if (local_max == -INFINITY) return acc;
+  const float m = fmaxf(acc.m, local_max);
+  const float m2 = m * kLog2e;
+  float s = acc.s * exp2f_approx(fmaf(acc.m, kLog2e, -m2));  // acc.m = -inf: 0 * 0
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+    for (int k = 0; k < N; ++k) s += exp2f_approx(fmaf(value(u, k), kLog2e, -m2));
+  return {m, s};
+}
+
 template <typename T, int N, typename L>
 __global__ void __launch_bounds__(kThreads, 2) cross_entropy_forward_kernel(const T* __restrict__ logits,
                                                                          const int32_t* __restrict__ targets,
@@ -77,27 +105,7 @@ __global__ void __launch_bounds__(kThreads, 2) cross_entropy_forward_kernel(cons
       const int64_t p = base + int64_t(u) * kThreads;
       if (p < packs) raw[u] = xv[p];
     }
-    // Full chunks (all but at most one per thread) skip the padding test; the values are unpacked
-    // from the raw registers in each pass rather than held as kUnroll x N floats.
-    const bool full = (base + int64_t(kUnroll - 1) * kThreads + 1) * N <= valid_vocab;
-    auto value = [&](int u, int k) {
-      const int64_t j = (base + int64_t(u) * kThreads) * N + k;
-      return full || j < valid_vocab ? load_f(&raw[u].e[k]) : -INFINITY;
-    };
-    float local_max = -INFINITY;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-      for (int k = 0; k < N; ++k) local_max = fmaxf(local_max, value(u, k));
-    if (local_max == -INFINITY) continue;
-    const float m = fmaxf(acc.m, local_max);
-    const float m2 = m * kLog2e;
-    float s = acc.s * exp2f_approx(fmaf(acc.m, kLog2e, -m2));  // acc.m = -inf: 0 * 0
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-      for (int k = 0; k < N; ++k) s += exp2f_approx(fmaf(value(u, k), kLog2e, -m2));
-    acc = {m, s};
+    acc = online_update<T, N>(raw, base, packs, valid_vocab, acc);
   }
   acc = warp_merge(acc);
   __shared__ float part_m[kThreads / 32], part_s[kThreads / 32];
@@ -165,6 +173,76 @@ __global__ void __launch_bounds__(kThreads, 2) cross_entropy_backward_kernel(con
   }
 }
 
+// Forward and backward of a training step in one pass (the output layer's chunks, GPTModel::
+// chunk_loss): each thread copies the 16-byte vectors it loads into the block's row in shared
+// memory while folding them into its online (max, sum-exp), the block merges those, writes the loss
+// and log-sum-exp, then each thread writes the gradient of the vectors it copied (no barrier needed
+// for the row: a thread reads back its own vectors). Each logit is read from global memory once and
+// its gradient written once (the separate kernels read it twice). Two blocks per SM while a row fits
+// twice in shared memory (bf16 / f16 rows up to ~56K columns), so one block's loads overlap the
+// other's arithmetic and stores. dlogits may be logits: the target's logit is read before the
+// block's first barrier and every other element by the thread that writes it.
+constexpr int64_t kFusedMaxRowBytes = 200 * 1024;
+
+template <typename T, typename L>
+__global__ void __launch_bounds__(kThreads, 2)
+    cross_entropy_fused_kernel(const T* logits, const int32_t* __restrict__ targets, const L* __restrict__ dlosses,
+                               int64_t vocab, int64_t valid_vocab, L* __restrict__ losses,
+                               L* __restrict__ log_sum_exp, T* dlogits) {
+  constexpr int N = 16 / static_cast<int>(sizeof(T));
+  using P = Pack<T, N>;
+  extern __shared__ __align__(16) unsigned char row_bytes[];
+  P* row_copy = reinterpret_cast<P*>(row_bytes);
+  __shared__ float part_m[kThreads / 32], part_s[kThreads / 32];
+  const int64_t row = blockIdx.x;
+  const P* xv = reinterpret_cast<const P*>(logits + row * vocab);
+  P* dv = reinterpret_cast<P*>(dlogits + row * vocab);
+  const int64_t packs = vocab / N;
+  const int64_t target = targets[row];
+  const bool has_target = target >= 0 && target < valid_vocab;
+  float target_logit = 0.0f;
+  if (threadIdx.x == 0 && has_target) target_logit = load_f(logits + row * vocab + target);
+  MaxSum acc{-INFINITY, 0.0f};
+  for (int64_t base = threadIdx.x; base < packs; base += int64_t(kThreads) * kUnroll) {
+    P raw[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t p = base + int64_t(u) * kThreads;
+      if (p < packs) raw[u] = xv[p];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t p = base + int64_t(u) * kThreads;
+      if (p < packs) row_copy[p] = raw[u];
+    }
+    acc = online_update<T, N>(raw, base, packs, valid_vocab, acc);
+  }
+  // The block's (max, sum-exp), merged in a fixed order and given to every thread.
+  acc = warp_merge(acc);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) part_m[warp] = acc.m, part_s[warp] = acc.s;
+  __syncthreads();
+  acc = warp_merge(lane < kThreads / 32 ? MaxSum{part_m[lane], part_s[lane]} : MaxSum{-INFINITY, 0.0f});
+  const float lse = acc.m + logf(acc.s);
+  if (threadIdx.x == 0) {
+    store_f(log_sum_exp + row, lse);
+    store_f(losses + row, has_target ? lse - target_logit : NAN);
+  }
+  const float dl = load_f(dlosses + row), lse2 = lse * kLog2e;
+  for (int64_t p = threadIdx.x; p < packs; p += kThreads) {
+    const P x = row_copy[p];
+    P out;
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const int64_t j = p * N + k;
+      float g = j < valid_vocab ? dl * exp2f_approx(fmaf(load_f(&x.e[k]), kLog2e, -lse2)) : 0.0f;
+      if (j == target) g -= dl;  // never a padding column (target < valid_vocab)
+      store_f(&out.e[k], g);
+    }
+    dv[p] = out;
+  }
+}
+
 template <typename T>
 bool vectorizable(const void* a, const void* b, int64_t vocab) {
   return (vocab * static_cast<int64_t>(sizeof(T))) % 16 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
@@ -205,6 +283,35 @@ void cross_entropy_backward(DType t, const void* logits, const int32_t* targets,
           static_cast<const T*>(logits), targets, static_cast<const L*>(log_sum_exp), static_cast<const L*>(dlosses),
           vocab, valid_vocab, static_cast<T*>(dlogits));
   }));
+  TESSERA_KERNEL_LAUNCH_CHECK();
+}
+
+bool cross_entropy_fused_supported(DType t, const void* logits, const void* dlogits, int64_t vocab) {
+  if (t != DType::bf16 && t != DType::f16) return false;
+  return vectorizable<uint16_t>(logits, dlogits, vocab) && vocab * 2 <= kFusedMaxRowBytes;
+}
+
+void cross_entropy_fused(DType t, const void* logits, const int32_t* targets, DType loss_t, const void* dlosses,
+                         int64_t n, int64_t vocab, int64_t valid_vocab, void* losses, void* log_sum_exp, void* dlogits,
+                         cudaStream_t s) {
+  if (n == 0) return;
+  TESSERA_CHECK(cross_entropy_fused_supported(t, logits, dlogits, vocab),
+                "cross_entropy_fused: unsupported logits (bf16 / f16, 16-byte aligned rows of at most ",
+                kFusedMaxRowBytes / 2, " columns)");
+  const size_t smem = static_cast<size_t>(vocab) * 2;
+  auto launch = [&](auto t_tag, auto l_tag) {
+    using T = decltype(t_tag);
+    using L = decltype(l_tag);
+    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(cross_entropy_fused_kernel<T, L>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    cross_entropy_fused_kernel<T, L><<<static_cast<unsigned>(n), kThreads, smem, s>>>(
+        static_cast<const T*>(logits), targets, static_cast<const L*>(dlosses), vocab, valid_vocab,
+        static_cast<L*>(losses), static_cast<L*>(log_sum_exp), static_cast<T*>(dlogits));
+  };
+  TESSERA_DEVICE_FLOAT_SWITCH(loss_t, L, {
+    if (t == DType::bf16) launch(__nv_bfloat16{}, L{});
+    else launch(__half{}, L{});
+  });
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -88,6 +88,12 @@ void cross_entropy_forward(DType t, const void* logits, const int32_t* targets, 
 void cross_entropy_backward(DType t, const void* logits, const int32_t* targets, DType loss_t, const void* log_sum_exp,
                             const void* dlosses, int64_t n, int64_t vocab, int64_t valid_vocab, void* dlogits,
                             cudaStream_t s);
+// Forward and backward in one pass (a row read once, its gradient written once; dlogits may be
+// logits), where cross_entropy_fused_supported: bf16 / f16, 16-byte aligned rows of <= 102,400 columns.
+bool cross_entropy_fused_supported(DType t, const void* logits, const void* dlogits, int64_t vocab);
+void cross_entropy_fused(DType t, const void* logits, const int32_t* targets, DType loss_t, const void* dlosses,
+                         int64_t n, int64_t vocab, int64_t valid_vocab, void* losses, void* log_sum_exp, void* dlogits,
+                         cudaStream_t s);
 
 // --- embedding.cu (vocabulary-parallel): table rows are ids [first_id, first_id + vocab); other ids
 // give `outside` rows (0 for the TP partial lookup) in forward and are skipped in backward.

@@ -61,7 +61,7 @@ Result run(const train::ModelConfig& config, int64_t vocab, DType dtype, Device 
   models::GPTInputs in = model.prepare(arena, {tokens_t, mask_t, Tensor(), documents_t});
   models::GPTChunkActivations acts;
   model.forward_chunk(0, arena, in, Tensor(), Tensor(), context, acts);
-  models::LossSum loss = model.chunk_loss(arena, in, acts);
+  models::LossSum loss = model.chunk_loss(arena, in, acts, 1.0 / in.denominator);
   model.backward_chunk(0, arena, in, Tensor(), 1.0 / loss.denominator, context, acts);
   Result r;
   r.loss = loss.loss_sum / loss.denominator;

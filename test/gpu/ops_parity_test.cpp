@@ -377,7 +377,7 @@ void test_attention() {
 
 void test_cross_entropy() {
   for (DType t : kDtypes)
-    for (auto [n, vocab, pad] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 10, 0}, {5, 64, 60}, {64, 1000, 3}, {7, 50257, 0}, {4, 50304, 47}}) {
+    for (auto [n, vocab, pad] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 10, 0}, {5, 64, 60}, {64, 1000, 3}, {7, 50257, 0}, {4, 50304, 47}, {3, 65536, 5}, {2, 102408, 8}}) {
       const int64_t valid = vocab - pad;
       auto logits = randn(n * vocab, 3.0f, t), dl = randn(n, 1.0f, DType::f32);
       std::vector<int32_t> targets(n);
@@ -396,9 +396,24 @@ void test_cross_entropy() {
                                   cpu(ref_grad, {n, vocab}));
       compare("cross_entropy_forward_loss", t, download(*dloss, "cross_entropy_forward"), ref_loss, 0.1, DType::f32);
       compare("cross_entropy_backward", t, download(*dgrad, "cross_entropy_backward"), ref_grad, 2, t);
+      // Forward and backward in one pass (one kernel for bf16 / f16 rows up to 65,536 columns),
+      // into a separate gradient, then in place as GPTModel::chunk_loss calls it.
+      std::unique_ptr<DeviceTensor> floss(upload(std::vector<float>(n, -1.0f), DType::f32, {n})),
+          flse(upload(std::vector<float>(n, -1.0f), DType::f32, {n})), fgrad(upload(std::vector<float>(n * vocab), t, {n, vocab}));
+      ops::cross_entropy_forward_backward(dlogits->tensor, dtargets.tensor, ddl->tensor, valid, floss->tensor,
+                                          flse->tensor, fgrad->tensor);
+      compare("cross_entropy_forward_backward_loss", t, download(*floss, "cross_entropy_forward_backward"), ref_loss, 0.1, DType::f32);
+      compare("cross_entropy_forward_backward_lse", t, download(*flse, "cross_entropy_forward_backward"), ref_lse, 0.1, DType::f32);
+      compare("cross_entropy_forward_backward_grad", t, download(*fgrad, "cross_entropy_forward_backward"), ref_grad, 2, t);
+      ops::cross_entropy_forward_backward(dlogits->tensor, dtargets.tensor, ddl->tensor, valid, floss->tensor,
+                                          flse->tensor, dlogits->tensor);
+      compare("cross_entropy_forward_backward_inplace", t, download(*dlogits, "cross_entropy_forward_backward in place"),
+              ref_grad, 2, t);
+      compare("cross_entropy_forward_backward_inplace_loss", t, download(*floss, "cross_entropy_forward_backward"), ref_loss, 0.1, DType::f32);
       // In place, as models/ call it: the gradient overwrites the logits.
-      ops::cross_entropy_backward(dlogits->tensor, dtargets.tensor, dlse->tensor, ddl->tensor, valid, dlogits->tensor);
-      compare("cross_entropy_backward_inplace", t, download(*dlogits, "cross_entropy_backward in place"), ref_grad, 2, t);
+      std::unique_ptr<DeviceTensor> again(upload(logits, t, {n, vocab}));
+      ops::cross_entropy_backward(again->tensor, dtargets.tensor, dlse->tensor, ddl->tensor, valid, again->tensor);
+      compare("cross_entropy_backward_inplace", t, download(*again, "cross_entropy_backward in place"), ref_grad, 2, t);
     }
 }
 

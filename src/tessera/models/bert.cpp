@@ -380,7 +380,8 @@ StageTensors BertModel::forward_stage(int chunk, Arena& arena, const MicroBatchI
   return {forward_chunk(chunk, arena, bert_inputs(in), single(input, "inputs"), dropout, bert_activations(acts))};
 }
 
-LossSum BertModel::stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts) const {
+LossSum BertModel::stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts,
+                              std::optional<double> /*backward_grad_scale: the logits are kept for backward_chunk*/) const {
   return chunk_loss(arena, bert_inputs(in), bert_activations(acts));
 }
 

@@ -268,19 +268,80 @@ Tensor GPTModel::forward_chunk(int c, Arena& arena, const GPTInputs& in, const T
   // The output layer is column-parallel over the vocabulary, its output not gathered.
   acts.final_hidden = tp_.sequence_parallel ? parallel::gather_from_sp_forward(arena, normed, tp_)
                                             : parallel::copy_to_tp_forward(normed, tp_);
-  acts.logits = arena.allocate(store_.dtype(), {in.seq * in.batch, padded_vocab_ / tp_.size});
+  return acts.final_hidden;
+}
+
+Tensor GPTModel::output_logits(Arena& arena, GPTChunkActivations& acts) const {
+  TESSERA_CHECK(acts.final_hidden.defined(), "output_logits before the head chunk's forward");
+  acts.logits = arena.allocate(store_.dtype(), {acts.final_hidden.dim(0), padded_vocab_ / tp_.size});
   ops::linear_forward(acts.final_hidden, store_.value(output_weight_), Tensor(), acts.logits);
   return acts.logits;
 }
 
-LossSum GPTModel::chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkActivations& acts_in) const {
+int64_t GPTModel::output_chunk_rows(int64_t tokens, int64_t layer_bytes) const {
+  if (output_chunk_rows_ > 0) return std::min(tokens, output_chunk_rows_);
+  const int64_t row_bytes = padded_vocab_ / tp_.size * static_cast<int64_t>(dtype_size(store_.dtype()));
+  const int64_t fitting = std::max<int64_t>(1, layer_bytes / row_bytes);
+  const int64_t chunks = (tokens + fitting - 1) / fitting;
+  return (tokens + chunks - 1) / chunks;  // even chunks
+}
+
+void GPTModel::output_layer_pass(const GPTInputs& in, GPTChunkActivations& acts, const Tensor& losses,
+                                 const Tensor& dlosses_scaled) const {
+  const int64_t n = in.seq * in.batch;
+  const int64_t rows = output_chunk_rows(n, activation_memory(in.seq, in.batch).per_layer_none);
+  const int64_t vocab_start = tp_.rank * (padded_vocab_ / tp_.size);
+  const Tensor& weight = store_.value(output_weight_);
+  Arena& scratch = layer_stack_->head_scratch();
+  scratch.reset();
+  const Tensor logits_buffer = scratch.allocate(store_.dtype(), {rows, padded_vocab_ / tp_.size});
+  const Tensor lse_buffer = scratch.allocate(loss_dtype(), {rows});
+  for (int64_t begin = 0; begin < n; begin += rows) {
+    const int64_t end = std::min(n, begin + rows);
+    const Tensor logits = logits_buffer.rows(0, end - begin), lse = lse_buffer.rows(0, end - begin);
+    const Tensor hidden = acts.final_hidden.rows(begin, end), labels = in.labels.rows(begin, end);
+    ops::linear_forward(hidden, weight, Tensor(), logits);
+    if (!dlosses_scaled.defined()) {
+      parallel::vocab_parallel_cross_entropy_forward(logits, labels, vocab_start, vocab_size_, tp_,
+                                                     losses.rows(begin, end), lse);
+      continue;
+    }
+    // The logits' gradient overwrites them (each element's depends on that element, the row's
+    // log-sum-exp and dloss only).
+    parallel::vocab_parallel_cross_entropy_forward_backward(logits, labels, dlosses_scaled.rows(begin, end),
+                                                            vocab_start, vocab_size_, tp_, losses.rows(begin, end),
+                                                            lse, logits);
+    ops::linear_backward(logits, hidden, weight, acts.dhidden.rows(begin, end), store_.grad(output_weight_),
+                         Tensor());
+  }
+  scratch.reset();
+}
+
+LossSum GPTModel::chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkActivations& acts_in,
+                             std::optional<double> backward_grad_scale) const {
   auto& acts = const_cast<GPTChunkActivations&>(acts_in);
-  int64_t n = in.seq * in.batch;
+  const int64_t n = in.seq * in.batch;
   Tensor losses = arena.allocate(loss_dtype(), {n});
-  acts.log_sum_exp = arena.allocate(loss_dtype(), {n});
-  parallel::vocab_parallel_cross_entropy_forward(acts.logits, in.labels, tp_.rank * (padded_vocab_ / tp_.size),
-                                                 vocab_size_, tp_, losses, acts.log_sum_exp);
   acts.dlosses = arena.allocate(loss_dtype(), {n});
+  const bool keep_logits =
+      acts.logits.defined() ||
+      (backward_grad_scale && !loss_->gradient_before_losses(arena, in.loss_inputs(), in.mask, acts.dlosses));
+  if (keep_logits) {  // the whole logits, their log-sum-exp for backward_chunk
+    if (!acts.logits.defined()) output_logits(arena, acts);
+    acts.log_sum_exp = arena.allocate(loss_dtype(), {n});
+    parallel::vocab_parallel_cross_entropy_forward(acts.logits, in.labels, tp_.rank * (padded_vocab_ / tp_.size),
+                                                   vocab_size_, tp_, losses, acts.log_sum_exp);
+  } else if (backward_grad_scale) {
+    // d(loss_sum * grad_scale) / d(token loss), then the output layer's backward chunk by chunk.
+    Tensor dlosses_scaled = arena.allocate(loss_dtype(), {n});
+    ops::copy(acts.dlosses, dlosses_scaled);
+    ops::scale_inplace(dlosses_scaled, *backward_grad_scale);
+    acts.dhidden = arena.allocate(store_.dtype(), acts.final_hidden.shape());
+    acts.head_grad_scale = *backward_grad_scale;
+    output_layer_pass(in, acts, losses, dlosses_scaled);
+  } else {
+    output_layer_pass(in, acts, losses, Tensor());
+  }
   LossTerms terms = loss_->forward(arena, in.loss_inputs(), in.mask, losses, acts.dlosses);
   return {terms.loss_sum, in.denominator, std::move(terms.metric_sums)};
 }
@@ -291,20 +352,26 @@ Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const 
   const Chunk& chunk = chunks_.at(c);
   Tensor dx = doutput;
   if (chunk.layout.has_head) {
-    // d(loss_sum * grad_scale) / d(per-token loss) = the loss's dlosses * grad_scale
-    Tensor dlosses = arena.allocate(loss_dtype(), acts.dlosses.shape());
-    ops::copy(acts.dlosses, dlosses);
-    ops::scale_inplace(dlosses, grad_scale);
-    // The logits are not read after this: their gradient overwrites them in place (each element's
-    // gradient depends on that element, the row's log-sum-exp and dloss only), saving a logits-sized
-    // buffer (786 MiB at the 1.5B shape, micro-batch 8).
-    const Tensor& dlogits = acts.logits;
-    parallel::vocab_parallel_cross_entropy_backward(acts.logits, in.labels, acts.log_sum_exp, dlosses,
-                                                    tp_.rank * (padded_vocab_ / tp_.size), vocab_size_, tp_,
-                                                    dlogits);
-    Tensor dhidden = arena.allocate(store_.dtype(), acts.final_hidden.shape());
-    ops::linear_backward(dlogits, acts.final_hidden, store_.value(output_weight_), dhidden, store_.grad(output_weight_),
-                         Tensor());
+    Tensor dhidden = acts.dhidden;  // chunk_loss ran the output layer's backward
+    if (dhidden.defined()) {
+      TESSERA_CHECK(grad_scale == acts.head_grad_scale, "the head's backward ran in chunk_loss with grad_scale ",
+                    acts.head_grad_scale, ", backward_chunk got ", grad_scale);
+    } else {
+      TESSERA_CHECK(acts.logits.defined() && acts.log_sum_exp.defined(),
+                    "backward_chunk of the head without chunk_loss's training pass");
+      // d(loss_sum * grad_scale) / d(per-token loss) = the loss's dlosses * grad_scale
+      Tensor dlosses = arena.allocate(loss_dtype(), acts.dlosses.shape());
+      ops::copy(acts.dlosses, dlosses);
+      ops::scale_inplace(dlosses, grad_scale);
+      // The logits are not read after this: their gradient overwrites them in place.
+      const Tensor& dlogits = acts.logits;
+      parallel::vocab_parallel_cross_entropy_backward(acts.logits, in.labels, acts.log_sum_exp, dlosses,
+                                                      tp_.rank * (padded_vocab_ / tp_.size), vocab_size_, tp_,
+                                                      dlogits);
+      dhidden = arena.allocate(store_.dtype(), acts.final_hidden.shape());
+      ops::linear_backward(dlogits, acts.final_hidden, store_.value(output_weight_), dhidden,
+                           store_.grad(output_weight_), Tensor());
+    }
     Tensor dnormed = tp_.sequence_parallel ? parallel::gather_from_sp_backward(arena, dhidden, tp_)
                                            : parallel::copy_to_tp_backward(arena, dhidden, tp_);
     dx = final_layernorm_->backward(arena, dnormed, acts.final_ln);
@@ -380,11 +447,19 @@ Tensor single(const StageTensors& tensors, const char* what) {
 StageTensors GPTModel::forward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& input,
                                      const nn::DropoutContext& dropout, ChunkActivations& acts) const {
   auto& gpt_acts = const_cast<GPTChunkActivations&>(gpt_activations(acts));
-  return {forward_chunk(chunk, arena, gpt_inputs(in), single(input, "inputs"), Tensor(), dropout, gpt_acts)};
+  Tensor out = forward_chunk(chunk, arena, gpt_inputs(in), single(input, "inputs"), Tensor(), dropout, gpt_acts);
+  if (chunks_.at(chunk).layout.has_head) return {};  // the logits: stage_logits, or chunk by chunk in stage_loss
+  return {out};
 }
 
-LossSum GPTModel::stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts) const {
-  return chunk_loss(arena, gpt_inputs(in), gpt_activations(acts));
+Tensor GPTModel::stage_logits(Arena& arena, const MicroBatchInputs&, ChunkActivations& acts,
+                              const StageTensors&) const {
+  return output_logits(arena, const_cast<GPTChunkActivations&>(gpt_activations(acts)));
+}
+
+LossSum GPTModel::stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts,
+                             std::optional<double> backward_grad_scale) const {
+  return chunk_loss(arena, gpt_inputs(in), gpt_activations(acts), backward_grad_scale);
 }
 
 StageTensors GPTModel::backward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& doutput,
@@ -402,8 +477,9 @@ LossSum GPTModel::forward_backward(Arena& arena, const Tensor& tokens, const Ten
   GPTInputs in = prepare(arena, {tokens, loss_mask, Tensor(), Tensor()});
   GPTChunkActivations acts;
   forward_chunk(0, arena, in, Tensor(), Tensor(), dropout, acts);
-  LossSum result = chunk_loss(arena, in, acts);
-  if (result.denominator > 0) backward_chunk(0, arena, in, Tensor(), grad_scale / result.denominator, dropout, acts);
+  if (in.denominator <= 0) return chunk_loss(arena, in, acts, std::nullopt);  // no gradient
+  LossSum result = chunk_loss(arena, in, acts, grad_scale / in.denominator);
+  backward_chunk(0, arena, in, Tensor(), grad_scale / in.denominator, dropout, acts);
   return result;
 }
 
@@ -412,7 +488,7 @@ LossSum GPTModel::forward_loss(Arena& arena, const Tensor& tokens, const Tensor&
   GPTInputs in = prepare(arena, {tokens, loss_mask, Tensor(), Tensor()});
   GPTChunkActivations acts;
   forward_chunk(0, arena, in, Tensor(), Tensor(), nn::DropoutContext{}, acts);
-  return chunk_loss(arena, in, acts);
+  return chunk_loss(arena, in, acts, std::nullopt);
 }
 
 Tensor GPTModel::forward_logits(Arena& arena, const Tensor& ids, const Tensor& key_padding_mask,
@@ -436,8 +512,8 @@ Tensor GPTModel::forward_logits(Arena& arena, const Tensor& ids, const Tensor& k
   in.ids = upload(arena, row_ids);
   in.positions = upload(arena, row_positions);
   GPTChunkActivations acts;
-  Tensor logits = forward_chunk(0, arena, in, Tensor(), key_padding_mask, nn::DropoutContext{}, acts);
-  logits = parallel::gather_from_tp_last_dim_forward(arena, logits, tp_);
+  forward_chunk(0, arena, in, Tensor(), key_padding_mask, nn::DropoutContext{}, acts);
+  Tensor logits = parallel::gather_from_tp_last_dim_forward(arena, output_logits(arena, acts), tp_);
   return logits.view({seq, batch, padded_vocab_});
 }
 

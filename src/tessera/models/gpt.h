@@ -44,8 +44,13 @@ struct GPTChunkActivations : ChunkActivations {
   nn::LayerStackSaved layers;  // the chunk's transformer layers (nn/recompute.h)
   nn::Norm::Saved final_ln;
   Tensor final_hidden;  // the output layer's input (all-gathered to every token under SP)
-  Tensor logits, log_sum_exp;  // logits: this rank's vocabulary columns [s*b, V'/tp]
+  // The logits kept whole (this rank's vocabulary columns [s*b, V'/tp]) and their log-sum-exp: only
+  // where output_logits ran (evaluation's logits file) or a loss needs the token losses before its
+  // gradient; a training chunk_loss otherwise runs the output layer's backward itself (dhidden).
+  Tensor logits, log_sum_exp;
   Tensor dlosses;  // d(loss_sum) / d(per-token loss), written by the loss (chunk_loss)
+  Tensor dhidden;  // d(loss_sum * head_grad_scale) / d(final_hidden), from chunk_loss's backward pass
+  double head_grad_scale = 0;
 };
 
 // Generation: every layer's KV cache on this rank, per chunk (GPTModel::allocate_kv_cache).
@@ -91,7 +96,10 @@ class GPTModel : public StageModel {
   std::unique_ptr<ChunkActivations> make_activations() const override;
   StageTensors forward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& input,
                              const nn::DropoutContext& dropout, ChunkActivations& acts) const override;
-  LossSum stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts) const override;
+  Tensor stage_logits(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts,
+                      const StageTensors& head_output) const override;  // output_logits
+  LossSum stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts,
+                     std::optional<double> backward_grad_scale) const override;
   StageTensors backward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& doutput,
                               double grad_scale, const nn::DropoutContext& dropout, const ChunkActivations& acts,
                               const std::function<void(int, int)>& grads_final = {}) const override;
@@ -104,11 +112,28 @@ class GPTModel : public StageModel {
 
   // Chunk forward: input is the previous chunk's output [s*b, h] ([s*b/tp, h] under sequence
   // parallelism; undefined for the embedding chunk). Returns the output hidden state, or, for the
-  // head chunk, this rank's logits [s*b, V'/tp].
+  // head chunk, the output layer's input (acts.final_hidden): the logits come from output_logits or,
+  // a chunk of tokens at a time, from chunk_loss.
   Tensor forward_chunk(int chunk, Arena& arena, const GPTInputs& in, const Tensor& input, const Tensor& key_padding_mask,
                        const nn::DropoutContext& dropout, GPTChunkActivations& acts) const;
-  // Head chunk only: the loss terms of the forward just run (the loss's, token_loss.h).
-  LossSum chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkActivations& acts) const;
+  // Head chunk only, after its forward: this rank's logits [s*b, V'/tp], kept in acts.logits.
+  Tensor output_logits(Arena& arena, GPTChunkActivations& acts) const;
+  // Head chunk only: the loss terms of the forward just run (the loss's, token_loss.h). The output
+  // layer and the cross entropy run over output_chunk_rows() tokens at a time, the logits of one
+  // chunk alive at once (in the layer stack's backward scratch, which a layer's backward sizes
+  // anyway). With backward_grad_scale (the grad_scale backward_chunk will get), each chunk's
+  // cross-entropy gradient and the output layer's backward follow at once: the output weight's
+  // gradient accumulates here and backward_chunk starts from acts.dhidden. The logits are kept
+  // whole instead where output_logits already ran or the loss needs the token losses before its
+  // gradient (TokenLoss::gradient_before_losses).
+  LossSum chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkActivations& acts,
+                     std::optional<double> backward_grad_scale) const;
+  // Tokens per output-layer chunk for a micro-batch of `tokens` (all of them when that fits), in
+  // even chunks: as many as fit in layer_bytes (one layer's forward activations, so the chunk's
+  // logits fit the backward scratch a layer's backward sizes anyway), or set_output_chunk_rows's
+  // (0: that rule, the default).
+  int64_t output_chunk_rows(int64_t tokens, int64_t layer_bytes) const;
+  void set_output_chunk_rows(int64_t rows) { output_chunk_rows_ = rows; }
   // Chunk backward: doutput is the gradient of the chunk's output (ignored on the head chunk,
   // which starts from d(loss_sum * grad_scale), the loss sum of chunk_loss). Adds
   // parameter gradients to the gradient buffer; returns d(input) (undefined for the embedding chunk).
@@ -148,6 +173,10 @@ class GPTModel : public StageModel {
     std::vector<std::pair<int, int>> layer_params;  // each layer's parameter index range in the store
   };
   void require_single_chunk(const char* what) const;
+  // chunk_loss's pass over the output layer: per chunk of rows the logits, the cross entropy into
+  // losses and, with dlosses_scaled defined, its gradient and the output layer's backward.
+  void output_layer_pass(const GPTInputs& in, GPTChunkActivations& acts, const Tensor& losses,
+                         const Tensor& dlosses_scaled) const;
   void record_moe_stats(const Chunk& chunk, const GPTInputs& in, const GPTChunkActivations& acts) const;
 
   TransformerConfig config_;
@@ -163,6 +192,7 @@ class GPTModel : public StageModel {
   std::pair<int, int> embedding_params_{0, 0}, head_params_{0, 0};
   std::vector<Chunk> chunks_;
   std::unique_ptr<nn::LayerStack> layer_stack_;  // runs each chunk's layers (recomputation, scratch arenas)
+  int64_t output_chunk_rows_ = 0;
   mutable MoeStepStats moe_stats_;  // the training forwards' router statistics since take_moe_stats
 };
 

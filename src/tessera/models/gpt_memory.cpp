@@ -55,8 +55,9 @@ ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
     }
     if (chunk.layout.has_embedding)  // words (and their TP reduction), positions
       m.embedding_and_head += aligned(R * h * d) + (t > 1 ? aligned(Rl * h * d) : 0) + aligned(Rl * h * d);
-    if (chunk.layout.has_head)  // final LayerNorm, gathered hidden (SP), logits, losses, log-sum-exp, the loss's dlosses
-      m.embedding_and_head += layernorm + gathered() + aligned(R * vocab_local * d) + 3 * aligned(R * loss);
+    if (chunk.layout.has_head)  // final LayerNorm, gathered hidden (SP), losses, the loss's dlosses, scaled
+      // dlosses, the output layer's input gradient (the logits live chunk by chunk in the workspace)
+      m.embedding_and_head += layernorm + gathered() + 3 * aligned(R * loss) + aligned(R * h * d);
   }
   m.kept_per_micro_batch += m.embedding_and_head;
   m.kept_per_micro_batch_none += m.embedding_and_head;
@@ -65,9 +66,11 @@ ActivationMemory GPTModel::activation_memory(int64_t seq, int64_t batch) const {
   m.inputs = 5 * aligned(R * 4) + (loss != 4 ? aligned(R * loss) : 0);
   // Transient, in LayerStack's scratch arenas (nn/recompute.h): one layer's backward (about as many
   // bytes as its forward's) at a time, or a recomputed run's forward again and its backward.
-  m.workspace = m.per_layer_none;
+  // The output layer's logits chunk and its log-sum-exp (chunk_loss) share the backward's arena.
+  const int64_t head_rows = output_chunk_rows(R, m.per_layer_none);
+  m.workspace = std::max(m.per_layer_none, aligned(head_rows * vocab_local * d) + aligned(head_rows * loss));
   if (rc.granularity == nn::RecomputeGranularity::full) m.workspace = std::max(m.workspace, 2 * largest_run * m.per_layer_none);
-  if (rc.granularity == nn::RecomputeGranularity::selective) m.workspace = 2 * m.per_layer_none;
+  if (rc.granularity == nn::RecomputeGranularity::selective) m.workspace = std::max(m.workspace, 2 * m.per_layer_none);
   return m;
 }
 

@@ -26,10 +26,30 @@ double KeytokenWeightedLoss::sample_weight(const LossInputs& inputs, int64_t b) 
   return 1.0 + alpha_ * static_cast<double>(count);
 }
 
-LossTerms KeytokenWeightedLoss::forward(Arena&, const LossInputs& in, const Tensor&, const Tensor& token_losses,
-                                        const Tensor& dlosses) const {
+std::vector<float> KeytokenWeightedLoss::token_gradients(const LossInputs& in) const {
+  std::vector<float> gradients(static_cast<size_t>(in.seq * in.batch));
+  for (int64_t b = 0; b < in.batch; ++b) {
+    double mask_sum = 0;
+    for (int64_t s = 0; s < in.seq; ++s) mask_sum += in.mask(b, s);
+    if (mask_sum == 0) continue;
+    const double weight = sample_weight(in, b);
+    for (int64_t s = 0; s < in.seq; ++s)  // d(weight * loss_sum / mask_sum) / d(token loss)
+      gradients[static_cast<size_t>(s * in.batch + b)] = static_cast<float>(weight * in.mask(b, s) / mask_sum);
+  }
+  return gradients;
+}
+
+bool KeytokenWeightedLoss::gradient_before_losses(Arena&, const LossInputs& in, const Tensor&,
+                                                  const Tensor& dlosses) const {
+  std::vector<float> gradients = token_gradients(in);
+  ops::copy(Tensor(gradients.data(), DType::f32, {static_cast<int64_t>(gradients.size())}, Device::cpu()), dlosses);
+  return true;
+}
+
+LossTerms KeytokenWeightedLoss::forward(Arena& arena, const LossInputs& in, const Tensor& mask,
+                                        const Tensor& token_losses, const Tensor& dlosses) const {
   const size_t n = static_cast<size_t>(in.seq * in.batch);
-  std::vector<float> losses(n), weights(n);
+  std::vector<float> losses(n);
   ops::copy(token_losses, Tensor(losses.data(), DType::f32, {static_cast<int64_t>(n)}, Device::cpu()));
   LossTerms terms;
   double unweighted = 0;
@@ -40,13 +60,10 @@ LossTerms KeytokenWeightedLoss::forward(Arena&, const LossInputs& in, const Tens
       loss_sum += static_cast<double>(in.mask(b, s)) * losses[static_cast<size_t>(s * in.batch + b)];
     }
     if (mask_sum == 0) continue;
-    const double weight = sample_weight(in, b);
-    terms.loss_sum += weight * loss_sum / mask_sum;
+    terms.loss_sum += sample_weight(in, b) * loss_sum / mask_sum;
     unweighted += loss_sum / mask_sum;
-    for (int64_t s = 0; s < in.seq; ++s)  // d(weight * loss_sum / mask_sum) / d(token loss)
-      weights[static_cast<size_t>(s * in.batch + b)] = static_cast<float>(weight * in.mask(b, s) / mask_sum);
   }
-  ops::copy(Tensor(weights.data(), DType::f32, {static_cast<int64_t>(n)}, Device::cpu()), dlosses);
+  gradient_before_losses(arena, in, mask, dlosses);
   terms.metric_sums.emplace_back("unweighted_loss", unweighted);
   return terms;
 }

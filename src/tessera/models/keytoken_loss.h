@@ -6,6 +6,7 @@
 // Metric: unweighted_loss, the mean of the unweighted sample losses.
 #pragma once
 #include <unordered_set>
+#include <vector>
 
 #include "tessera/models/loss_registry.h"
 #include "tessera/models/token_loss.h"
@@ -19,10 +20,14 @@ class KeytokenWeightedLoss : public TokenLoss {
   double denominator(const LossInputs& inputs) const override;  // the samples
   LossTerms forward(Arena& arena, const LossInputs& inputs, const Tensor& mask, const Tensor& token_losses,
                     const Tensor& dlosses) const override;
+  bool gradient_before_losses(Arena& arena, const LossInputs& inputs, const Tensor& mask,
+                              const Tensor& dlosses) const override;  // weight x mask / the sample's mask sum
   // 1 + alpha x the key tokens among sample b's inputs.
   double sample_weight(const LossInputs& inputs, int64_t b) const;
 
  private:
+  // d(loss_sum) / d(token loss), sequence-major: weight x mask / mask sum (0 in an all-masked sample).
+  std::vector<float> token_gradients(const LossInputs& inputs) const;
   std::unordered_set<int64_t> keytokens_;
   double alpha_;
 };

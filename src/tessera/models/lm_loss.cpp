@@ -16,4 +16,9 @@ LossTerms LmLoss::forward(Arena&, const LossInputs&, const Tensor& mask, const T
   return {ops::masked_sum(token_losses, mask), {}};
 }
 
+bool LmLoss::gradient_before_losses(Arena&, const LossInputs&, const Tensor& mask, const Tensor& dlosses) const {
+  ops::copy(mask, dlosses);
+  return true;
+}
+
 }  // namespace tessera::models

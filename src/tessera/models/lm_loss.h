@@ -11,6 +11,8 @@ class LmLoss : public TokenLoss {
   double denominator(const LossInputs& inputs) const override;  // the sum of the loss mask
   LossTerms forward(Arena& arena, const LossInputs& inputs, const Tensor& mask, const Tensor& token_losses,
                     const Tensor& dlosses) const override;
+  bool gradient_before_losses(Arena& arena, const LossInputs& inputs, const Tensor& mask,
+                              const Tensor& dlosses) const override;  // the mask
 };
 
 }  // namespace tessera::models

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tessera/core/buffer.h"
@@ -75,7 +76,7 @@ struct ActivationMemory {
   int64_t kept_per_micro_batch = 0;    // everything a micro-batch's forward keeps on this rank, this run's recomputation
   int64_t kept_per_micro_batch_none = 0;  // the same without recomputation
   int64_t embedding_and_head = 0;      // of kept_per_micro_batch: embedding output, final norm, logits, losses
-  int64_t workspace = 0;               // transient: a recomputed run's forward again + its backward, dlogits
+  int64_t workspace = 0;               // transient: a recomputed run's forward again + its backward, a logits chunk
   // What preparing a micro-batch allocates in the same arena before its forward (ids, positions,
   // labels, loss masks, document ids): the trainer's first arena block holds it and
   // kept_per_micro_batch, so that the forward's last large tensor (the logits) does not spill into
@@ -135,12 +136,22 @@ class StageModel {
   virtual std::unique_ptr<MicroBatchInputs> prepare_micro_batch(Arena& arena, const MicroBatch& batch) const = 0;
   virtual std::unique_ptr<ChunkActivations> make_activations() const = 0;
   // Chunk forward: input from the previous stage (empty on the embedding chunk); returns what the
-  // next stage receives (the head chunk returns its logits, which are not sent).
+  // next stage receives (nothing is sent from the head chunk: what it returns is the family's own,
+  // its logits come from stage_logits).
   virtual StageTensors forward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& input,
                                      const nn::DropoutContext& dropout, ChunkActivations& acts) const = 0;
+  // Head chunk only, after its forward (evaluation's logits file): this rank's logits [s*b, V'/tp].
+  // head_output is what forward_stage returned; the default returns its first tensor.
+  virtual Tensor stage_logits(Arena& /*arena*/, const MicroBatchInputs& /*in*/, ChunkActivations& /*acts*/,
+                              const StageTensors& head_output) const {
+    return head_output.at(0);
+  }
   // Head chunk only: the loss terms of the forward just run (the denominator is the loss's
-  // denominator of the micro-batch's inputs).
-  virtual LossSum stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts) const = 0;
+  // denominator of the micro-batch's inputs). backward_grad_scale: the grad_scale the chunk's
+  // backward_stage will get, when one follows (training); a family may run the output layer's
+  // backward here, in the same pass over the logits as the loss (GPT's chunked output layer).
+  virtual LossSum stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts,
+                             std::optional<double> backward_grad_scale) const = 0;
   // Chunk backward: doutput is the gradient of the chunk's output (ignored on the head chunk, which
   // starts from d(loss_sum * grad_scale); grad_scale carries 1 / the step's denominator). Adds parameter gradients to the store's
   // gradient buffer; returns d(input) (empty on the embedding chunk). grads_final (optional, the

@@ -336,7 +336,8 @@ StageTensors T5Model::forward_stage(int chunk, Arena& arena, const MicroBatchInp
   return {decode(arena, inputs, dropout, a)};
 }
 
-LossSum T5Model::stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts) const {
+LossSum T5Model::stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts,
+                            std::optional<double> /*backward_grad_scale: the logits are kept for backward_chunk*/) const {
   return chunk_loss(arena, t5_inputs(in), t5_activations(acts));
 }
 

@@ -81,7 +81,8 @@ class T5Model : public StageModel {
   std::unique_ptr<ChunkActivations> make_activations() const override;
   StageTensors forward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& input,
                              const nn::DropoutContext& dropout, ChunkActivations& acts) const override;
-  LossSum stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts) const override;
+  LossSum stage_loss(Arena& arena, const MicroBatchInputs& in, ChunkActivations& acts,
+                     std::optional<double> backward_grad_scale) const override;
   StageTensors backward_stage(int chunk, Arena& arena, const MicroBatchInputs& in, const StageTensors& doutput,
                               double grad_scale, const nn::DropoutContext& dropout, const ChunkActivations& acts,
                               const std::function<void(int, int)>& grads_final = {}) const override;

@@ -47,6 +47,14 @@ class TokenLoss {
   // mask in the same layout and dtype (already on the device). Temporaries go in the arena.
   virtual LossTerms forward(Arena& arena, const LossInputs& inputs, const Tensor& mask, const Tensor& token_losses,
                             const Tensor& dlosses) const = 0;
+  // A loss whose d(loss_sum) / d(token loss) depends on the inputs and the mask alone (not on the
+  // token losses) writes it into dlosses here, as forward() will, and returns true: the head can
+  // then run the output layer's backward in the same pass as the cross entropy, a chunk of tokens
+  // at a time, without keeping the logits (GPTModel::chunk_loss). The default returns false.
+  virtual bool gradient_before_losses(Arena& /*arena*/, const LossInputs& /*inputs*/, const Tensor& /*mask*/,
+                                      const Tensor& /*dlosses*/) const {
+    return false;
+  }
 };
 
 }  // namespace tessera::models

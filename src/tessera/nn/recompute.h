@@ -78,6 +78,9 @@ class LayerStack {
                   const std::function<void(size_t)>& layer_done, double aux_loss_scale = 0.0) const;
   // The most bytes the scratch arenas held so far (together).
   size_t scratch_peak_bytes() const;
+  // The backward scratch arena, idle between forward() and backward(): the model's head uses it for
+  // its transient buffers (GPTModel::chunk_loss's logits chunk) and resets it when done.
+  Arena& head_scratch() const { return backward_; }
 
  private:
   // dx (in backward_) copied into the carry arena not holding the gradient this run started from.

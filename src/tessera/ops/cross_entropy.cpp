@@ -66,4 +66,14 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   });
 }
 
+void cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, const Tensor& dlosses,
+                                    int64_t valid_vocab, const Tensor& losses, const Tensor& log_sum_exp,
+                                    const Tensor& dlogits) {
+  const char* op = "cross_entropy_forward_backward";
+  if (detail::runs_on_cuda(op, {&logits, &targets, &dlosses, &losses, &log_sum_exp, &dlogits}))
+    return TESSERA_CUDA_OP(cross_entropy_forward_backward(logits, targets, dlosses, valid_vocab, losses, log_sum_exp, dlogits));
+  cross_entropy_forward(logits, targets, valid_vocab, losses, log_sum_exp);
+  cross_entropy_backward(logits, targets, log_sum_exp, dlosses, valid_vocab, dlogits);
+}
+
 }  // namespace tessera::ops

@@ -14,5 +14,12 @@ void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t 
 // dlogits[i, j] = dlosses[i] * (softmax_ij - [j == target_i]); padded columns get 0. Overwrites dlogits.
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& log_sum_exp,
                             const Tensor& dlosses, int64_t valid_vocab, const Tensor& dlogits);
+// Both at once, when dlosses is known before the losses (a training step's output-layer chunk):
+// the forward's losses and log_sum_exp, then dlogits (may be logits). On a GPU one kernel reads
+// each bf16 / f16 row once and writes its gradient once (rows up to 102,400 columns); otherwise,
+// and on the CPU, the forward then the backward.
+void cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, const Tensor& dlosses,
+                                    int64_t valid_vocab, const Tensor& losses, const Tensor& log_sum_exp,
+                                    const Tensor& dlogits);
 
 }  // namespace tessera::ops

@@ -12,9 +12,10 @@ ForwardBackwardResult forward_backward_no_pipelining(const ForwardBackwardArgs& 
     nn::DropoutContext dropout = args.dropout(m);
     std::unique_ptr<models::MicroBatchInputs> in = model.prepare_micro_batch(arena, args.load_micro_batch(m));
     std::unique_ptr<models::ChunkActivations> acts = model.make_activations();
-    models::StageTensors logits = model.forward_stage(0, arena, *in, {}, dropout, *acts);
-    if (args.on_logits) args.on_logits(m, logits.at(0));
-    models::LossSum loss = model.stage_loss(arena, *in, *acts);
+    models::StageTensors head = model.forward_stage(0, arena, *in, {}, dropout, *acts);
+    if (args.on_logits) args.on_logits(m, model.stage_logits(arena, *in, *acts, head));
+    models::LossSum loss =
+        model.stage_loss(arena, *in, *acts, args.forward_only ? std::nullopt : std::optional<double>(args.grad_scale));
     if (!args.forward_only)
       model.backward_stage(0, arena, *in, {}, args.grad_scale, dropout, *acts,
                            m + 1 == args.num_micro_batches ? args.grads_final : std::function<void(int, int)>());

@@ -113,8 +113,9 @@ class StageExecutor {
     nn::DropoutContext dropout = args_.dropout(mb);
     models::StageTensors y = model_.forward_stage(chunk, *s.arena, *s.inputs, s.input, dropout, *s.acts);
     if (head) {
-      s.loss = model_.stage_loss(*s.arena, *s.inputs, *s.acts);
-      if (args_.on_logits) args_.on_logits(mb, y.at(0));
+      if (args_.on_logits) args_.on_logits(mb, model_.stage_logits(*s.arena, *s.inputs, *s.acts, y));
+      s.loss = model_.stage_loss(*s.arena, *s.inputs, *s.acts,
+                                 args_.forward_only ? std::nullopt : std::optional<double>(args_.grad_scale));
       models::accumulate(result_.loss, s.loss);
       ++result_.micro_batches;
     } else {

@@ -138,4 +138,16 @@ void vocab_parallel_cross_entropy_backward(const Tensor& logits, const Tensor& t
                     " (allowed: f32, bf16, f16)");
 }
 
+void vocab_parallel_cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, const Tensor& dlosses,
+                                                   int64_t vocab_start, int64_t valid_vocab, const TensorParallel& tp,
+                                                   const Tensor& losses, const Tensor& log_sum_exp,
+                                                   const Tensor& dlogits) {
+  if (!tp.enabled()) {
+    ops::cross_entropy_forward_backward(logits, targets, dlosses, valid_vocab, losses, log_sum_exp, dlogits);
+    return;
+  }
+  vocab_parallel_cross_entropy_forward(logits, targets, vocab_start, valid_vocab, tp, losses, log_sum_exp);
+  vocab_parallel_cross_entropy_backward(logits, targets, log_sum_exp, dlosses, vocab_start, valid_vocab, tp, dlogits);
+}
+
 }  // namespace tessera::parallel

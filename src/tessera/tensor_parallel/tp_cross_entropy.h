@@ -18,5 +18,11 @@ void vocab_parallel_cross_entropy_forward(const Tensor& logits, const Tensor& ta
 void vocab_parallel_cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& log_sum_exp,
                                            const Tensor& dlosses, int64_t vocab_start, int64_t valid_vocab,
                                            const TensorParallel& tp, const Tensor& dlogits);
+// Forward then backward where dlosses is known first (a training step's output-layer chunk);
+// with TP = 1 ops::cross_entropy_forward_backward (one pass over the logits on a GPU).
+void vocab_parallel_cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, const Tensor& dlosses,
+                                                   int64_t vocab_start, int64_t valid_vocab, const TensorParallel& tp,
+                                                   const Tensor& losses, const Tensor& log_sum_exp,
+                                                   const Tensor& dlogits);
 
 }  // namespace tessera::parallel

@@ -77,6 +77,24 @@ TEST(TokenLoss, KeytokenGradientMatchesFiniteDifferences) {
   }
 }
 
+TEST(TokenLoss, GradientBeforeLossesIsForwardsGradient) {
+  // Both built-in losses' gradients depend on the inputs and mask only: GPTModel's chunked output
+  // layer uses gradient_before_losses before any token loss exists, then forward().
+  Batch batch;
+  const models::LmLoss lm;
+  const models::KeytokenWeightedLoss keytoken({5}, 0.7);
+  for (const models::TokenLoss* loss : {static_cast<const models::TokenLoss*>(&lm),
+                                        static_cast<const models::TokenLoss*>(&keytoken)}) {
+    std::vector<float> from_forward, early(6, -1.0f);
+    run(*loss, batch, &from_forward);
+    Arena arena(size_t(1) << 20);
+    ASSERT_TRUE(loss->gradient_before_losses(arena, batch.inputs(), batch.mask_rows(), Tensor(early.data(), DType::f32, {6})))
+        << loss->name();
+    EXPECT_EQ(early, from_forward) << loss->name();
+    EXPECT_NE(early, std::vector<float>(6, -1.0f)) << loss->name();
+  }
+}
+
 TEST(TokenLoss, ConfigSelectsTheLossAndItsParameters) {
   train::Config c = train::load_config("", {"data.mock_data=true", "data.vocab_size=64", "training.loss=keytoken_weighted",
                                             "loss.keytoken_ids=[198, 628]", "loss.alpha=2.5"});

@@ -58,6 +58,23 @@ TEST(OpsCrossEntropy, BackwardMatchesFiniteDifferencesWithPadding) {
   test::expect_gradient_matches(loss, logits, test::values_of(dlogits), "dlogits");
 }
 
+TEST(OpsCrossEntropy, ForwardBackwardInOnePassEqualsBothInPlace) {
+  const int64_t n = 5, vocab = 9, valid = 7;
+  OwnedTensor logits(DType::f64, {n, vocab}), targets(DType::i32, {n}), dlosses(DType::f64, {n});
+  OwnedTensor losses(DType::f64, {n}), lse(DType::f64, {n}), dlogits(DType::f64, {n, vocab});
+  OwnedTensor fused_losses(DType::f64, {n}), fused_lse(DType::f64, {n});
+  test::fill_normal(logits, 5, 2.0);
+  test::fill_normal(dlosses, 6);
+  for (int64_t i = 0; i < n; ++i) targets.at<int32_t>(i) = static_cast<int32_t>((2 * i + 3) % valid);
+  ops::cross_entropy_forward(logits, targets, valid, losses, lse);
+  ops::cross_entropy_backward(logits, targets, lse, dlosses, valid, dlogits);
+  // In place, as GPTModel::chunk_loss calls it: the gradient overwrites the logits.
+  ops::cross_entropy_forward_backward(logits, targets, dlosses, valid, fused_losses, fused_lse, logits);
+  EXPECT_EQ(test::values_of(fused_losses), test::values_of(losses));
+  EXPECT_EQ(test::values_of(fused_lse), test::values_of(lse));
+  EXPECT_EQ(test::values_of(logits), test::values_of(dlogits));
+}
+
 TEST(OpsCrossEntropy, TargetsOutsideTheValidVocabularyAreNamed) {
   OwnedTensor logits(DType::f32, {2, 8}), targets(DType::i32, {2}), losses(DType::f32, {2}), lse(DType::f32, {2});
   targets.at<int32_t>(0) = 1;

@@ -408,6 +408,29 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
                                   valid_vocab, dlogits.data(), stream());
 }
 
+void cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, const Tensor& dlosses,
+                                    int64_t valid_vocab, const Tensor& losses, const Tensor& log_sum_exp,
+                                    const Tensor& dlogits) {
+  const char* op = "cross_entropy_forward_backward";
+  if (!kernels::cross_entropy_fused_supported(logits.dtype(), logits.data(), dlogits.data(), logits.dim(-1))) {
+    cross_entropy_forward(logits, targets, valid_vocab, losses, log_sum_exp);
+    cross_entropy_backward(logits, targets, log_sum_exp, dlosses, valid_vocab, dlogits);
+    return;
+  }
+  const int64_t n = check_logits(op, logits, targets, valid_vocab);
+  detail::require_vector_like(op, losses, n, leading_shape(logits), "losses");
+  detail::require_vector_like(op, log_sum_exp, n, leading_shape(logits), "log_sum_exp");
+  detail::require_vector_like(op, dlosses, n, leading_shape(logits), "dlosses");
+  detail::require_same_shape(op, logits, "logits", dlogits, "dlogits");
+  detail::require_same_dtype(op, logits, "logits", dlogits, "dlogits");
+  require_like_or_f32(op, logits, "logits", losses, "losses");
+  detail::require_same_dtype(op, losses, "losses", log_sum_exp, "log_sum_exp");
+  detail::require_same_dtype(op, losses, "losses", dlosses, "dlosses");
+  kernels::cross_entropy_fused(logits.dtype(), logits.data(), static_cast<const int32_t*>(targets.data()),
+                               losses.dtype(), dlosses.data(), n, logits.dim(-1), valid_vocab, losses.data(),
+                               log_sum_exp.data(), dlogits.data(), stream());
+}
+
 // ---- embedding
 namespace {
 void check_rows(const char* op, const Tensor& ids, const Tensor& rows, int64_t hidden, const char* name) {

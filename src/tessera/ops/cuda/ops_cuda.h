@@ -67,6 +67,9 @@ void attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& pro
 
 void cross_entropy_forward(const Tensor& logits, const Tensor& targets, int64_t valid_vocab, const Tensor& losses,
                            const Tensor& log_sum_exp);
+void cross_entropy_forward_backward(const Tensor& logits, const Tensor& targets, const Tensor& dlosses,
+                                    int64_t valid_vocab, const Tensor& losses, const Tensor& log_sum_exp,
+                                    const Tensor& dlogits);
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& log_sum_exp,
                             const Tensor& dlosses, int64_t valid_vocab, const Tensor& dlogits);
 
