@@ -86,6 +86,52 @@ __device__ __forceinline__ MaxSum online_update(const Pack<T, N> (&raw)[kUnroll]
   return {m, s};
 }
 
+// Loads packs base + u * kThreads (those < packs) of a row, all requested before any is used.
+template <typename T, int N>
+__device__ __forceinline__ void load_group(const Pack<T, N>* xv, int64_t base, int64_t packs,
+                                           Pack<T, N> (&raw)[kUnroll]) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t p = base + int64_t(u) * kThreads;
+    if (p < packs) raw[u] = xv[p];
+  }
+}
+
+// The block's online (max, sum-exp), merged in a fixed order, returned to every thread.
+__device__ __forceinline__ MaxSum block_merge(MaxSum acc) {
+  __shared__ float part_m[kThreads / 32], part_s[kThreads / 32];
+  acc = warp_merge(acc);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) part_m[warp] = acc.m, part_s[warp] = acc.s;
+  __syncthreads();
+  return warp_merge(lane < kThreads / 32 ? MaxSum{part_m[lane], part_s[lane]} : MaxSum{-INFINITY, 0.0f});
+}
+
+// The gradient of pack p: dl * (softmax - onehot(target)), zero on padding columns.
+template <typename T, int N>
+__device__ __forceinline__ Pack<T, N> gradient_pack(const Pack<T, N>& x, int64_t p, int64_t target,
+                                                    int64_t valid_vocab, float dl, float lse2) {
+  float v[N];
+  unpack<T, N>(x, v);
+  float g[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) g[k] = dl * exp2f_approx(fmaf(v[k], kLog2e, -lse2));
+  if (target >= p * N && target < p * N + N) {  // the one-hot (register index stays static)
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (p * N + k == target) g[k] -= dl;
+  }
+  if ((p + 1) * N > valid_vocab) {  // padding columns get zero gradient
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      if (p * N + k >= valid_vocab) g[k] = 0.0f;
+  }
+  Pack<T, N> out;
+#pragma unroll
+  for (int k = 0; k < N; ++k) store_f(&out.e[k], g[k]);
+  return out;
+}
+
 template <typename T, int N, typename L>
 __global__ void __launch_bounds__(kThreads, 2) cross_entropy_forward_kernel(const T* __restrict__ logits,
                                                                          const int32_t* __restrict__ targets,
@@ -100,27 +146,15 @@ __global__ void __launch_bounds__(kThreads, 2) cross_entropy_forward_kernel(cons
   MaxSum acc{-INFINITY, 0.0f};
   for (int64_t base = threadIdx.x; base < packs; base += int64_t(kThreads) * kUnroll) {
     P raw[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t p = base + int64_t(u) * kThreads;
-      if (p < packs) raw[u] = xv[p];
-    }
+    load_group<T, N>(xv, base, packs, raw);
     acc = online_update<T, N>(raw, base, packs, valid_vocab, acc);
   }
-  acc = warp_merge(acc);
-  __shared__ float part_m[kThreads / 32], part_s[kThreads / 32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) part_m[warp] = acc.m, part_s[warp] = acc.s;
-  __syncthreads();
-  if (warp == 0) {
-    MaxSum r = lane < kThreads / 32 ? MaxSum{part_m[lane], part_s[lane]} : MaxSum{-INFINITY, 0.0f};
-    r = warp_merge(r);
-    if (lane == 0) {
-      const float lse = r.m + logf(r.s);
-      const int32_t target = targets[row];
-      store_f(log_sum_exp + row, lse);
-      store_f(losses + row, target >= 0 && target < valid_vocab ? lse - load_f(x + target) : NAN);
-    }
+  acc = block_merge(acc);
+  if (threadIdx.x == 0) {
+    const float lse = acc.m + logf(acc.s);
+    const int32_t target = targets[row];
+    store_f(log_sum_exp + row, lse);
+    store_f(losses + row, target >= 0 && target < valid_vocab ? lse - load_f(x + target) : NAN);
   }
 }
 
@@ -141,34 +175,11 @@ __global__ void __launch_bounds__(kThreads, 2) cross_entropy_backward_kernel(con
   const int64_t packs = vocab / N;
   for (int64_t base = threadIdx.x; base < packs; base += int64_t(kThreads) * kUnroll) {
     P raw[kUnroll];
+    load_group<T, N>(xv, base, packs, raw);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t p = base + int64_t(u) * kThreads;
-      if (p < packs) raw[u] = xv[p];
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t p = base + int64_t(u) * kThreads;
-      if (p >= packs) continue;
-      float v[N];
-      unpack<T, N>(raw[u], v);
-      float g[N];
-#pragma unroll
-      for (int k = 0; k < N; ++k) g[k] = dl * exp2f_approx(fmaf(v[k], kLog2e, -lse2));
-      if (target >= p * N && target < p * N + N) {  // the one-hot (register index stays static)
-#pragma unroll
-        for (int k = 0; k < N; ++k)
-          if (p * N + k == target) g[k] -= dl;
-      }
-      if ((p + 1) * N > valid_vocab) {  // padding columns get zero gradient
-#pragma unroll
-        for (int k = 0; k < N; ++k)
-          if (p * N + k >= valid_vocab) g[k] = 0.0f;
-      }
-      P out;
-#pragma unroll
-      for (int k = 0; k < N; ++k) store_f(&out.e[k], g[k]);
-      dv[p] = out;
+      if (p < packs) dv[p] = gradient_pack<T, N>(raw[u], p, target, valid_vocab, dl, lse2);
     }
   }
 }
@@ -193,7 +204,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   using P = Pack<T, N>;
   extern __shared__ __align__(16) unsigned char row_bytes[];
   P* row_copy = reinterpret_cast<P*>(row_bytes);
-  __shared__ float part_m[kThreads / 32], part_s[kThreads / 32];
   const int64_t row = blockIdx.x;
   const P* xv = reinterpret_cast<const P*>(logits + row * vocab);
   P* dv = reinterpret_cast<P*>(dlogits + row * vocab);
@@ -205,11 +215,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   MaxSum acc{-INFINITY, 0.0f};
   for (int64_t base = threadIdx.x; base < packs; base += int64_t(kThreads) * kUnroll) {
     P raw[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t p = base + int64_t(u) * kThreads;
-      if (p < packs) raw[u] = xv[p];
-    }
+    load_group<T, N>(xv, base, packs, raw);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t p = base + int64_t(u) * kThreads;
@@ -217,30 +223,15 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     acc = online_update<T, N>(raw, base, packs, valid_vocab, acc);
   }
-  // The block's (max, sum-exp), merged in a fixed order and given to every thread.
-  acc = warp_merge(acc);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) part_m[warp] = acc.m, part_s[warp] = acc.s;
-  __syncthreads();
-  acc = warp_merge(lane < kThreads / 32 ? MaxSum{part_m[lane], part_s[lane]} : MaxSum{-INFINITY, 0.0f});
+  acc = block_merge(acc);
   const float lse = acc.m + logf(acc.s);
   if (threadIdx.x == 0) {
     store_f(log_sum_exp + row, lse);
     store_f(losses + row, has_target ? lse - target_logit : NAN);
   }
   const float dl = load_f(dlosses + row), lse2 = lse * kLog2e;
-  for (int64_t p = threadIdx.x; p < packs; p += kThreads) {
-    const P x = row_copy[p];
-    P out;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      const int64_t j = p * N + k;
-      float g = j < valid_vocab ? dl * exp2f_approx(fmaf(load_f(&x.e[k]), kLog2e, -lse2)) : 0.0f;
-      if (j == target) g -= dl;  // never a padding column (target < valid_vocab)
-      store_f(&out.e[k], g);
-    }
-    dv[p] = out;
-  }
+  for (int64_t p = threadIdx.x; p < packs; p += kThreads)
+    dv[p] = gradient_pack<T, N>(row_copy[p], p, target, valid_vocab, dl, lse2);
 }
 
 template <typename T>

@@ -75,7 +75,7 @@ struct ActivationMemory {
   int64_t per_layer_full = 0;          // ... in a fully recomputed run (its input only, per layer of a 1-layer run)
   int64_t kept_per_micro_batch = 0;    // everything a micro-batch's forward keeps on this rank, this run's recomputation
   int64_t kept_per_micro_batch_none = 0;  // the same without recomputation
-  int64_t embedding_and_head = 0;      // of kept_per_micro_batch: embedding output, final norm, logits, losses
+  int64_t embedding_and_head = 0;      // of kept_per_micro_batch: embedding output, final norm, logits or their chunks' results, losses
   int64_t workspace = 0;               // transient: a recomputed run's forward again + its backward, a logits chunk
   // What preparing a micro-batch allocates in the same arena before its forward (ids, positions,
   // labels, loss masks, document ids): the trainer's first arena block holds it and
