@@ -11,6 +11,9 @@
 
 #include "kernels/common.cuh"
 #include "kernels/flash_attention.h"
+#ifdef TESSERA_HAVE_WGMMA
+#include "kernels/hopper/flash_forward_wgmma.h"
+#endif
 
 namespace tessera::kernels {
 
@@ -932,6 +935,9 @@ bool flash_attention_kernel_exists(DType t, int64_t head_dim) {
 void flash_attention_forward(DType t, const void* qkv, const uint8_t* key_padding_mask, const FlashAttentionArgs& a,
                              void* out, float* lse, cudaStream_t s) {
   if (a.seq == 0 || a.batch == 0) return;
+#ifdef TESSERA_HAVE_WGMMA
+  if (hopper::flash_forward_wgmma_applies(t, a)) return hopper::flash_forward_wgmma(t, qkv, key_padding_mask, a, out, lse, s);
+#endif
   dispatch(t, a.head_dim, [&](auto tag, auto hn) {
     launch_forward<decltype(tag), decltype(hn)::value>(qkv, key_padding_mask, a, out, lse, s);
   });
