@@ -11,9 +11,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/flash_attention.h"
-#ifdef TESSERA_HAVE_WGMMA
-#include "kernels/hopper/flash_forward_wgmma.h"
-#endif
+#include "kernels/hopper/flash_wgmma.h"  // declarations; the kernels exist with TESSERA_HAVE_WGMMA
 
 namespace tessera::kernels {
 
@@ -846,6 +844,21 @@ size_t dq_slices_offset(const FlashAttentionArgs& a) {
   return dq_accum_bytes(a) + 2 * stats_bytes(a) + dropout_bits_bytes(a, backward_block_m_of(a));
 }
 
+// The backward's main kernel on Hopper's warpgroup MMA where it applies (kernels/hopper/flash_wgmma.h);
+// false when it does not (or was not built), and the mma.sync kernel runs.
+template <typename T>
+bool hopper_backward([[maybe_unused]] const hopper::BackwardArgs& b, [[maybe_unused]] const FlashAttentionArgs& a,
+                     [[maybe_unused]] cudaStream_t stream) {
+#ifdef TESSERA_HAVE_WGMMA
+  const DType t = std::is_same_v<T, __nv_bfloat16> ? DType::bf16 : DType::f16;
+  if (!hopper::flash_backward_wgmma_applies(t, a)) return false;
+  hopper::flash_backward_wgmma(t, b, a, stream);
+  return true;
+#else
+  return false;
+#endif
+}
+
 template <typename T, int HN>
 void launch_backward(const void* dout, const void* qkv, const void* out, const float* lse, const uint8_t* mask,
                      const FlashAttentionArgs& a, void* dqkv, void* scratch, cudaStream_t stream) {
@@ -891,13 +904,20 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
                   static_cast<unsigned>(a.num_query_groups), static_cast<unsigned>(a.batch));
   p.dq_slices = nullptr;
   p.dq_slice_floats = static_cast<int64_t>(dq_accum_bytes(a) / sizeof(float));
+  const bool on_hopper = hopper_backward<T>({qkv, dout, lse2, dsum, mask, dqkv, dq_accum, stats_seq(p.seq)}, a, stream);
   if (a.deterministic) {
     p.dq_slices = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_slices_offset(a));
     TESSERA_CUDA_CHECK(cudaMemsetAsync(p.dq_slices, 0, grid.x * dq_accum_bytes(a), stream));
   }
-  if (a.dropout.p <= 0.0) flash_backward_kernel<T, HN, Dropout::none><<<grid, kThreads, smem, stream>>>(p);
-  else if (p.dropout_bits) flash_backward_kernel<T, HN, Dropout::bits><<<grid, kThreads, smem, stream>>>(p);
-  else flash_backward_kernel<T, HN, Dropout::elements><<<grid, kThreads, smem, stream>>>(p);
+  if (on_hopper) {
+    // the warpgroup-MMA kernel ran
+  } else if (a.dropout.p <= 0.0) {
+    flash_backward_kernel<T, HN, Dropout::none><<<grid, kThreads, smem, stream>>>(p);
+  } else if (p.dropout_bits) {
+    flash_backward_kernel<T, HN, Dropout::bits><<<grid, kThreads, smem, stream>>>(p);
+  } else {
+    flash_backward_kernel<T, HN, Dropout::elements><<<grid, kThreads, smem, stream>>>(p);
+  }
   TESSERA_KERNEL_LAUNCH_CHECK();
   if (a.deterministic) {
     const int64_t n = rows * HN;

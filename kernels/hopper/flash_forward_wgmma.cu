@@ -16,17 +16,14 @@
 #include <type_traits>
 
 #include "kernels/common.cuh"
-#include "kernels/hopper/flash_forward_wgmma.h"
-#include "kernels/hopper/wgmma.cuh"
+#include "kernels/hopper/flash_wgmma.h"
+#include "kernels/hopper/flash_tiles.cuh"
 
 namespace tessera::kernels::hopper {
 
 namespace {
 
-constexpr int kThreads = 128;  // one warpgroup
 constexpr int kBlockM = 64;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 template <int HN>
 __host__ __device__ constexpr int block_n() { return HN == 64 ? 128 : 64; }  // keys per tile (register budget)
@@ -45,61 +42,6 @@ struct Params {
   bool causal;
   float scale_log2;
 };
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* global, bool valid) {
-  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
-
-// Rows [row0, row0 + ROWS) x HN of a strided head view into a swizzled tile (column blocks of 64
-// elements, ROWS x 128 bytes each); rows >= seq become zeros.
-template <typename T, int HN, int ROWS>
-__device__ __forceinline__ void load_tile(unsigned char* tile, const T* base, int64_t row_stride, int row0, int seq) {
-  constexpr int kChunks = HN / 8;  // 16-byte chunks per row
-  static_assert((ROWS * kChunks) % kThreads == 0, "tile must split evenly over the warpgroup");
-#pragma unroll
-  for (int k = 0; k < ROWS * kChunks / kThreads; ++k) {
-    const int c = static_cast<int>(threadIdx.x) + k * kThreads;
-    const int r = c / kChunks, chunk = c % kChunks;
-    const int row = row0 + r;
-    const bool valid = row < seq;
-    cp_async16(tile + (chunk / 8) * ROWS * 128 + swizzled_offset(r, chunk % 8),
-               base + static_cast<int64_t>(valid ? row : 0) * row_stride + chunk * 8, valid);
-  }
-}
-
-// K-major operand (Q, K): 16 columns kk * 16.. of a tile of ROWS rows.
-template <int ROWS>
-__device__ __forceinline__ uint64_t k_major(const unsigned char* tile, int kk) {
-  return smem_descriptor(tile + (kk / 4) * ROWS * 128 + (kk % 4) * 32, 16, 1024);
-}
-// N-major operand (V as B of P V): keys kk * 16.. of a tile of ROWS keys; column blocks ROWS x 128 apart.
-template <int ROWS>
-__device__ __forceinline__ uint64_t n_major(const unsigned char* tile, int kk) {
-  return smem_descriptor(tile + kk * 16 * 128, ROWS * 128, 1024);
-}
 
 template <typename T, int HN>
 __global__ void __launch_bounds__(kThreads) flash_forward_wgmma_kernel(Params p) {
@@ -275,18 +217,6 @@ void launch(const void* qkv, const uint8_t* mask, const FlashAttentionArgs& a, v
                   static_cast<unsigned>(a.batch));
   flash_forward_wgmma_kernel<T, HN><<<grid, kThreads, smem, stream>>>(p);
   TESSERA_KERNEL_LAUNCH_CHECK();
-}
-
-// A compute capability 9.0 device (the sm_90a code runs there only), asked once.
-bool hopper_device() {
-  static const bool hopper = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
-    return major == 9 && minor == 0;
-  }();
-  return hopper;
 }
 
 }  // namespace
