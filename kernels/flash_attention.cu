@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/attention_copies.cuh"
 #include "kernels/common.cuh"
 #include "kernels/flash_attention.h"
 #include "kernels/hopper/flash_wgmma.h"  // declarations; the kernels exist with TESSERA_HAVE_WGMMA
@@ -50,35 +51,6 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t* r, const void* smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(address));
-}
-
-// 16-byte global -> shared copy; an invalid source zero-fills the destination.
-__device__ __forceinline__ void cp_async16(void* smem, const void* global, bool valid) {
-  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const int bytes = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx: exp2(-inf) = +0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
 }
 
 // Copies rows [row0, row0 + ROWS) x HN of a strided head view into shared memory (row pitch HN + 8

@@ -1,6 +1,8 @@
 // Launch declarations of the fused (FlashAttention-2 style) attention kernels (flash_attention.cu):
 // bf16/f16 storage, head_dim 64 or 128, tensor-core math with fp32 softmax/accumulation, no s x s matrix,
-// attention dropout drawn inside the kernels (Philox per element, the CPU's masks).
+// attention dropout drawn inside the kernels (Philox per element, the CPU's masks). On a compute
+// capability 9.0 device the common case (no ALiBi, documents or dropout) runs warpgroup-MMA kernels
+// instead (kernels/hopper/flash_wgmma.h).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/attention_copies.cuh"
 #include "kernels/hopper/wgmma.cuh"
 
 namespace tessera::kernels::hopper {
@@ -15,33 +16,6 @@ namespace tessera::kernels::hopper {
 constexpr int kThreads = 128;  // one warpgroup
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* global, bool valid) {
-  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
 
 // Rows [row0, row0 + ROWS) x HN of a strided head view into a swizzled tile (column blocks of 64
 // elements, ROWS x 128 bytes each); rows >= seq become zeros.
