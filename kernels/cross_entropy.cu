@@ -293,8 +293,13 @@ void cross_entropy_fused(DType t, const void* logits, const int32_t* targets, DT
   auto launch = [&](auto t_tag, auto l_tag) {
     using T = decltype(t_tag);
     using L = decltype(l_tag);
-    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(cross_entropy_fused_kernel<T, L>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    static const bool configured = [] {  // once: the largest row the kernel takes
+      TESSERA_CUDA_CHECK(cudaFuncSetAttribute(cross_entropy_fused_kernel<T, L>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(kFusedMaxRowBytes)));
+      return true;
+    }();
+    (void)configured;
     cross_entropy_fused_kernel<T, L><<<static_cast<unsigned>(n), kThreads, smem, s>>>(
         static_cast<const T*>(logits), targets, static_cast<const L*>(dlosses), vocab, valid_vocab,
         static_cast<L*>(losses), static_cast<L*>(log_sum_exp), static_cast<T*>(dlogits));

@@ -881,16 +881,12 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
     p.dq_slices = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_slices_offset(a));
     TESSERA_CUDA_CHECK(cudaMemsetAsync(p.dq_slices, 0, grid.x * dq_accum_bytes(a), stream));
   }
-  if (on_hopper) {
-    // the warpgroup-MMA kernel ran
-  } else if (a.dropout.p <= 0.0) {
-    flash_backward_kernel<T, HN, Dropout::none><<<grid, kThreads, smem, stream>>>(p);
-  } else if (p.dropout_bits) {
-    flash_backward_kernel<T, HN, Dropout::bits><<<grid, kThreads, smem, stream>>>(p);
-  } else {
-    flash_backward_kernel<T, HN, Dropout::elements><<<grid, kThreads, smem, stream>>>(p);
+  if (!on_hopper) {
+    if (a.dropout.p <= 0.0) flash_backward_kernel<T, HN, Dropout::none><<<grid, kThreads, smem, stream>>>(p);
+    else if (p.dropout_bits) flash_backward_kernel<T, HN, Dropout::bits><<<grid, kThreads, smem, stream>>>(p);
+    else flash_backward_kernel<T, HN, Dropout::elements><<<grid, kThreads, smem, stream>>>(p);
+    TESSERA_KERNEL_LAUNCH_CHECK();
   }
-  TESSERA_KERNEL_LAUNCH_CHECK();
   if (a.deterministic) {
     const int64_t n = rows * HN;
     flash_backward_sum_dq_slices_kernel<<<static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 132 * 16)), 256, 0,

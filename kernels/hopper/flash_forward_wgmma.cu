@@ -225,8 +225,11 @@ bool flash_forward_wgmma_applies(DType t, const FlashAttentionArgs& a) {
   if (t != DType::bf16 && t != DType::f16) return false;
   if (a.head_dim != 64 && a.head_dim != 128) return false;
   if (a.alibi_heads > 0 || a.document_ids != nullptr || a.dropout.p > 0.0) return false;
-  if (const char* v = std::getenv("TESSERA_FLASH_WGMMA"); v && std::strcmp(v, "0") == 0) return false;
-  return hopper_device();
+  static const bool switched_off = [] {  // read once: this runs at every attention launch
+    const char* v = std::getenv("TESSERA_FLASH_WGMMA");
+    return v && std::strcmp(v, "0") == 0;
+  }();
+  return !switched_off && hopper_device();
 }
 
 void flash_forward_wgmma(DType t, const void* qkv, const uint8_t* key_padding_mask, const FlashAttentionArgs& a,
