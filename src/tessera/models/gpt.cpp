@@ -278,6 +278,13 @@ Tensor GPTModel::output_logits(Arena& arena, GPTChunkActivations& acts) const {
   return acts.logits;
 }
 
+Tensor GPTModel::scaled_dlosses(Arena& arena, const GPTChunkActivations& acts, double grad_scale) const {
+  Tensor scaled = arena.allocate(loss_dtype(), acts.dlosses.shape());
+  ops::copy(acts.dlosses, scaled);
+  ops::scale_inplace(scaled, grad_scale);
+  return scaled;
+}
+
 int64_t GPTModel::output_chunk_rows(int64_t tokens, int64_t layer_bytes) const {
   if (output_chunk_rows_ > 0) return std::min(tokens, output_chunk_rows_);
   const int64_t row_bytes = padded_vocab_ / tp_.size * static_cast<int64_t>(dtype_size(store_.dtype()));
@@ -290,7 +297,7 @@ void GPTModel::output_layer_pass(const GPTInputs& in, GPTChunkActivations& acts,
                                  const Tensor& dlosses_scaled) const {
   const int64_t n = in.seq * in.batch;
   const int64_t rows = output_chunk_rows(n, activation_memory(in.seq, in.batch).per_layer_none);
-  const int64_t vocab_start = tp_.rank * (padded_vocab_ / tp_.size);
+  const int64_t vocab_start = vocab_start_of_rank();
   const Tensor& weight = store_.value(output_weight_);
   Arena& scratch = layer_stack_->head_scratch();
   scratch.reset();
@@ -329,13 +336,11 @@ LossSum GPTModel::chunk_loss(Arena& arena, const GPTInputs& in, const GPTChunkAc
   if (keep_logits) {  // the whole logits, their log-sum-exp for backward_chunk
     if (!acts.logits.defined()) output_logits(arena, acts);
     acts.log_sum_exp = arena.allocate(loss_dtype(), {n});
-    parallel::vocab_parallel_cross_entropy_forward(acts.logits, in.labels, tp_.rank * (padded_vocab_ / tp_.size),
+    parallel::vocab_parallel_cross_entropy_forward(acts.logits, in.labels, vocab_start_of_rank(),
                                                    vocab_size_, tp_, losses, acts.log_sum_exp);
   } else if (backward_grad_scale) {
     // d(loss_sum * grad_scale) / d(token loss), then the output layer's backward chunk by chunk.
-    Tensor dlosses_scaled = arena.allocate(loss_dtype(), {n});
-    ops::copy(acts.dlosses, dlosses_scaled);
-    ops::scale_inplace(dlosses_scaled, *backward_grad_scale);
+    const Tensor dlosses_scaled = scaled_dlosses(arena, acts, *backward_grad_scale);
     acts.dhidden = arena.allocate(store_.dtype(), acts.final_hidden.shape());
     acts.head_grad_scale = *backward_grad_scale;
     output_layer_pass(in, acts, losses, dlosses_scaled);
@@ -359,14 +364,11 @@ Tensor GPTModel::backward_chunk(int c, Arena& arena, const GPTInputs& in, const 
     } else {
       TESSERA_CHECK(acts.logits.defined() && acts.log_sum_exp.defined(),
                     "backward_chunk of the head without chunk_loss's training pass");
-      // d(loss_sum * grad_scale) / d(per-token loss) = the loss's dlosses * grad_scale
-      Tensor dlosses = arena.allocate(loss_dtype(), acts.dlosses.shape());
-      ops::copy(acts.dlosses, dlosses);
-      ops::scale_inplace(dlosses, grad_scale);
+      const Tensor dlosses = scaled_dlosses(arena, acts, grad_scale);
       // The logits are not read after this: their gradient overwrites them in place.
       const Tensor& dlogits = acts.logits;
       parallel::vocab_parallel_cross_entropy_backward(acts.logits, in.labels, acts.log_sum_exp, dlosses,
-                                                      tp_.rank * (padded_vocab_ / tp_.size), vocab_size_, tp_,
+                                                      vocab_start_of_rank(), vocab_size_, tp_,
                                                       dlogits);
       dhidden = arena.allocate(store_.dtype(), acts.final_hidden.shape());
       ops::linear_backward(dlogits, acts.final_hidden, store_.value(output_weight_), dhidden,

@@ -177,6 +177,10 @@ class GPTModel : public StageModel {
   // losses and, with dlosses_scaled defined, its gradient and the output layer's backward.
   void output_layer_pass(const GPTInputs& in, GPTChunkActivations& acts, const Tensor& losses,
                          const Tensor& dlosses_scaled) const;
+  // d(loss_sum * grad_scale) / d(token loss): the loss's dlosses times grad_scale, in the arena.
+  Tensor scaled_dlosses(Arena& arena, const GPTChunkActivations& acts, double grad_scale) const;
+  // The first vocabulary column of this tensor-parallel rank's share of the output layer.
+  int64_t vocab_start_of_rank() const { return tp_.rank * (padded_vocab_ / tp_.size); }
   void record_moe_stats(const Chunk& chunk, const GPTInputs& in, const GPTChunkActivations& acts) const;
 
   TransformerConfig config_;
