@@ -64,9 +64,10 @@ void layernorm_forward(DType t, const void* in, const void* weight, const void* 
                        int64_t hidden, void* out, DType stat_t, void* mean, void* rstd, cudaStream_t s);
 // scratch: layernorm_backward_scratch_floats(rows, hidden, deterministic) floats of device memory.
 int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool deterministic);
+// residual_grad (may be null; same dtype and shape as din): added to din before its rounding.
 void layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
                         const void* rstd, int64_t rows, int64_t hidden, void* din, DType g, void* dweight, void* dbias,
-                        float* scratch, cudaStream_t s, bool deterministic = false);
+                        const void* residual_grad, float* scratch, cudaStream_t s, bool deterministic = false);
 
 // --- softmax.cu: attention softmax on scores [batch, heads, seq, seq] in place (scores already scaled).
 // alibi_heads > 0: ALiBi first (score -= slope |i - j|, head h being global head alibi_first_head + h).

@@ -148,7 +148,8 @@ bool row_vectors_fit(int64_t hidden, const void* in, const void* weight, const v
 // kSums false: din only (deterministic mode; the weight/bias sums come from layernorm_column_partials).
 template <typename T, typename S, bool kShared, bool kSums = true>
 __global__ void layernorm_backward_kernel(const T* dout, const T* in, const T* weight, const S* mean_in,
-                                          const S* rstd_in, int64_t rows, int64_t hidden, T* din, float* scratch) {
+                                          const S* rstd_in, int64_t rows, int64_t hidden, T* din,
+                                          const T* residual_grad, float* scratch) {
   extern __shared__ float shared_sums[];
   float* sums = kShared ? shared_sums : scratch;
   if (kShared) {
@@ -171,6 +172,7 @@ __global__ void layernorm_backward_kernel(const T* dout, const T* in, const T* w
     sum_g = warp_sum(sum_g) * inv_h;
     sum_gx = warp_sum(sum_gx) * inv_h;
     T* dx = din + row * hidden;
+    const T* residual = residual_grad ? residual_grad + row * hidden : nullptr;
     for (int64_t j = lane; j < hidden; j += 32) {
       const float dyj = load_f(dy + j);  // read before din (which may alias dout) is written
       const float xhat = (load_f(x + j) - mean) * rstd;
@@ -178,7 +180,8 @@ __global__ void layernorm_backward_kernel(const T* dout, const T* in, const T* w
         atomicAdd(sums + j, dyj * xhat);
         atomicAdd(sums + hidden + j, dyj);
       }
-      store_f(dx + j, rstd * (dyj * load_f(weight + j) - sum_g - xhat * sum_gx));
+      const float norm_grad = rstd * (dyj * load_f(weight + j) - sum_g - xhat * sum_gx);
+      store_f(dx + j, residual ? norm_grad + load_f(residual + j) : norm_grad);
     }
   }
   if (kShared && kSums) {
@@ -317,7 +320,8 @@ template <typename T, typename S, int kMaxV>
 __global__ void __launch_bounds__(32 * kVecWarps) layernorm_backward_vec_kernel(const T* dout, const T* in,
                                                                                const T* weight, const S* mean_in,
                                                                                const S* rstd_in, int64_t rows,
-                                                                               int64_t hidden, T* din, float* partial) {
+                                                                               int64_t hidden, T* din,
+                                                                               const T* residual_grad, float* partial) {
   constexpr int kN = Vec16<T>::kN;
   extern __shared__ float warp_sums[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -358,6 +362,7 @@ __global__ void __launch_bounds__(32 * kVecWarps) layernorm_backward_vec_kernel(
     sum_g = warp_sum(sum_g) * inv_h;
     sum_gx = warp_sum(sum_gx) * inv_h;
     uint4* dx_row = reinterpret_cast<uint4*>(din + row * hidden);  // may alias dout: this lane read its vectors
+    const uint4* residual_row = residual_grad ? reinterpret_cast<const uint4*>(residual_grad + row * hidden) : nullptr;
 #pragma unroll
     for (int u = 0; u < kMaxV; ++u) {
       const int64_t vi = lane + 32 * u;
@@ -366,12 +371,15 @@ __global__ void __launch_bounds__(32 * kVecWarps) layernorm_backward_vec_kernel(
         unpack16<T>(x_raw[u], x);
         unpack16<T>(dy_raw[u], dy);
         unpack16<T>(__ldg(reinterpret_cast<const uint4*>(weight) + vi), w);
+        float residual[kN];
+        if (residual_row) unpack16<T>(residual_row[vi], residual);
         uint4 dx_raw;
         T* dx = reinterpret_cast<T*>(&dx_raw);
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
           const float xhat = (x[k] - mean) * rstd;
-          store_f(dx + k, rstd * (dy[k] * w[k] - sum_g - xhat * sum_gx));
+          const float norm_grad = rstd * (dy[k] * w[k] - sum_g - xhat * sum_gx);
+          store_f(dx + k, residual_row ? norm_grad + residual[k] : norm_grad);
           my_w[k * vectors + vi] += dy[k] * xhat;
           my_b[k * vectors + vi] += dy[k];
         }
@@ -473,11 +481,11 @@ int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool det
 
 void layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
                         const void* rstd, int64_t rows, int64_t hidden, void* din, DType g, void* dweight, void* dbias,
-                        float* scratch, cudaStream_t s, bool deterministic) {
+                        const void* residual_grad, float* scratch, cudaStream_t s, bool deterministic) {
   if (hidden == 0) return;
   bool done = false;
   TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S, {
-    const int width = vec_path_width<T>(rows, hidden, {dout, in, weight, din});
+    const int width = vec_path_width<T>(rows, hidden, {dout, in, weight, din, residual_grad});
     const size_t shared = vec_backward_shared_bytes(hidden);
     if (width && shared <= 200 * 1024) {
       const auto kernel = width == 4 ? layernorm_backward_vec_kernel<T, S, 4> : layernorm_backward_vec_kernel<T, S, 8>;
@@ -487,7 +495,8 @@ void layernorm_backward(DType t, const void* dout, const void* in, const void* w
       const int64_t blocks = vec_blocks(rows);
       kernel<<<static_cast<unsigned>(blocks), 32 * kVecWarps, shared, s>>>(
           static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
-          static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch);
+          static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din),
+              static_cast<const T*>(residual_grad), scratch);
       TESSERA_KERNEL_LAUNCH_CHECK();
       TESSERA_DEVICE_FLOAT_SWITCH(g, G,
           layernorm_partials_reduce_kernel<G><<<static_cast<unsigned>((2 * hidden + 31) / 32), dim3(32, 32), 0, s>>>(
@@ -509,7 +518,8 @@ void layernorm_backward(DType t, const void* dout, const void* in, const void* w
               static_cast<const S*>(rstd), rows, hidden, chunk_rows, scratch);
           layernorm_backward_kernel<T, S, false, false><<<row_blocks(rows, 2), 32 * kRowsPerBlock, 0, s>>>(
               static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
-              static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch)));
+              static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din),
+              static_cast<const T*>(residual_grad), scratch)));
       TESSERA_KERNEL_LAUNCH_CHECK();
     } else {
       TESSERA_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * 2 * hidden, s));
@@ -527,11 +537,13 @@ void layernorm_backward(DType t, const void* dout, const void* in, const void* w
         if (use_shared)
           layernorm_backward_kernel<T, S, true><<<row_blocks(rows, 2), 32 * kRowsPerBlock, shared_bytes, s>>>(
               static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
-              static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch);
+              static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din),
+              static_cast<const T*>(residual_grad), scratch);
         else
           layernorm_backward_kernel<T, S, false><<<row_blocks(rows, 2), 32 * kRowsPerBlock, 0, s>>>(
               static_cast<const T*>(dout), static_cast<const T*>(in), static_cast<const T*>(weight),
-              static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din), scratch)));
+              static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din),
+              static_cast<const T*>(residual_grad), scratch)));
     TESSERA_KERNEL_LAUNCH_CHECK();
   }
   TESSERA_DEVICE_FLOAT_SWITCH(g, G, add_column_sums_kernel<G><<<static_cast<unsigned>((hidden + 255) / 256), 256, 0, s>>>(

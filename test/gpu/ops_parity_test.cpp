@@ -226,6 +226,15 @@ void test_layernorm() {
       compare("layernorm_backward_din", t, download(*ddin, "layernorm_backward"), ref_din, 2, t);
       compare("layernorm_backward_dweight", t, download(*dgw, "layernorm_backward dweight"), ref_gw, 2, DType::f32);
       compare("layernorm_backward_dbias", t, download(*dgb, "layernorm_backward dbias"), ref_gb, 2, DType::f32);
+      // With a residual branch's gradient added in the same pass, din aliasing dout (in place).
+      auto residual = randn(rows * hidden, 1.0f, t);
+      std::unique_ptr<DeviceTensor> dres(upload(residual, t, s)), dinplace(upload(dy, t, s));
+      ops::layernorm_backward(dinplace->tensor, dx->tensor, dw->tensor, dmean->tensor, drstd->tensor, dinplace->tensor,
+                              dgw->tensor, dgb->tensor, dres->tensor);
+      std::vector<float> ref_res_din(dy);
+      ops::layernorm_backward(cpu(ref_res_din, s), cpu(x, s), cpu(w, {hidden}), cpu(mean, {rows}), cpu(rstd, {rows}),
+                              cpu(ref_res_din, s), cpu(ref_gw, {hidden}), cpu(ref_gb, {hidden}), cpu(residual, s));
+      compare("layernorm_backward_residual_din", t, download(*dinplace, "layernorm_backward residual"), ref_res_din, 2, t);
     }
 }
 

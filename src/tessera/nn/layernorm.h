@@ -17,7 +17,8 @@ class LayerNorm {
   LayerNorm(ParameterStore& store, const std::string& name, int64_t hidden, double eps,
             bool sequence_parallel = false);
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved) const;  // [n, h] -> [n, h]
-  Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
+  // The input's gradient; plus residual_grad (when defined) in the same pass: a pre-norm block's residual.
+  Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved, const Tensor& residual_grad = Tensor()) const;
   // The parameters (a fused decode kernel applies the norm itself: ops/decode_linear.h).
   Tensor weight() const;
   Tensor bias() const;

@@ -3,7 +3,6 @@
 #include "tessera/ops/bias_dropout_add.h"
 #include "tessera/ops/decode_linear.h"
 #include "tessera/ops/dropout.h"
-#include "tessera/ops/elementwise.h"
 
 namespace tessera::nn {
 
@@ -116,14 +115,11 @@ Tensor TransformerLayer::backward(Arena& arena, const Tensor& dout, int64_t seq,
   // out = h + drop(mlp(ln2(h)))
   Tensor dm = dropout_grad(arena, dout, p, dropout.stream(name_ + ".mlp_output_dropout"), offset);
   Tensor dy = moe_ ? moe_->backward(arena, dm, saved.moe, aux_loss_scale) : mlp_->backward(arena, dm, saved.mlp);
-  Tensor dh = ln2_.backward(arena, dy, saved.ln2);
-  ops::add_inplace(dh, dout);
+  Tensor dh = ln2_.backward(arena, dy, saved.ln2, dout);  // + the residual's gradient, in the norm's pass
   // h = in + drop(attn(ln1(in)))
   Tensor da = dropout_grad(arena, dh, p, dropout.stream(name_ + ".attention_output_dropout"), offset);
   Tensor dx = attention_.backward(arena, da, seq, batch, dropout, saved.attention);
-  Tensor din = ln1_.backward(arena, dx, saved.ln1);
-  ops::add_inplace(din, dh);
-  return din;
+  return ln1_.backward(arena, dx, saved.ln1, dh);
 }
 
 }  // namespace tessera::nn

@@ -1,6 +1,8 @@
 // LayerNorm dispatch: checks devices, dtypes and shapes, then runs the CPU reference (cpu/layernorm.h).
 #include "tessera/ops/layernorm.h"
 
+#include <vector>
+
 #include "tessera/ops/cpu/layernorm.h"
 #include "tessera/ops/half_compute.h"
 #include "tessera/ops/cuda_dispatch.h"
@@ -38,13 +40,21 @@ void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bia
 }
 
 void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias) {
+                        const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias,
+                        const Tensor& residual_grad) {
   const char* op = "layernorm_backward";
+  const bool residual = residual_grad.defined();
   if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
-    detail::compute_in_f32({dout, in, weight, mean, rstd, din, dweight, dbias}, {false, false, false, false, false, true, true, true}, [&](const std::vector<Tensor>& t) { layernorm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]); });
+    std::vector<Tensor> tensors{dout, in, weight, mean, rstd, din, dweight, dbias};
+    std::vector<bool> outputs{false, false, false, false, false, true, true, true};
+    if (residual) tensors.push_back(residual_grad), outputs.push_back(false);
+    detail::compute_in_f32(tensors, outputs, [&](const std::vector<Tensor>& t) {
+      layernorm_backward(t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], residual ? t[8] : Tensor());
+    });
     return;
   }
-  if (detail::runs_on_cuda(op, {&dout, &in, &weight, &mean, &rstd, &din, &dweight, &dbias})) return TESSERA_CUDA_OP(layernorm_backward(dout, in, weight, mean, rstd, din, dweight, dbias));
+  if (detail::runs_on_cuda(op, {&dout, &in, &weight, &mean, &rstd, &din, &dweight, &dbias}))
+    return TESSERA_CUDA_OP(layernorm_backward(dout, in, weight, mean, rstd, din, dweight, dbias, residual_grad));
   TESSERA_CHECK(weight.ndim() == 1, op, ": weight must be [hidden], got ", weight.describe());
   const int64_t hidden = weight.dim(0);
   const int64_t rows = detail::rows_with_last_dim(op, in, hidden, "in");
@@ -57,11 +67,17 @@ void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weig
   detail::require_same_dtypes(op, in, "in",
                               {{&dout, "dout"}, {&weight, "weight"}, {&mean, "mean"}, {&rstd, "rstd"}, {&din, "din"},
                                {&dweight, "dweight"}, {&dbias, "dbias"}});
+  if (residual) {
+    detail::require_same_shape(op, in, "in", residual_grad, "residual_grad");
+    detail::require_same_dtypes(op, in, "in", {{&residual_grad, "residual_grad"}});
+    TESSERA_CHECK(residual_grad.device() == in.device(), op, ": residual_grad is on ", residual_grad.device().name(),
+                  ", in on ", in.device().name());
+  }
   detail::visit_f32_or_f64(op, in, "in", [&](auto tag) {
     using T = decltype(tag);
     cpu::layernorm_backward<T>(dout.data_as<T>(), in.data_as<T>(), weight.data_as<T>(), mean.data_as<T>(),
                                rstd.data_as<T>(), rows, hidden, din.data_as<T>(), dweight.data_as<T>(),
-                               dbias.data_as<T>());
+                               dbias.data_as<T>(), residual ? residual_grad.data_as<T>() : nullptr);
   });
 }
 

@@ -1,5 +1,6 @@
 // LayerNorm: forward against the direct formula (biased variance), saved statistics, backward against
 // finite differences, and accumulate-vs-overwrite semantics.
+#include "tessera/ops/elementwise.h"
 #include "tessera/ops/layernorm.h"
 
 #include "op_test_util.h"
@@ -73,6 +74,71 @@ TEST(OpsLayerNorm, BackwardMatchesFiniteDifferencesAndAccumulates) {
   test::expect_gradient_matches(loss, in, test::values_of(din), "din");
   test::expect_gradient_matches(loss, weight, dweight_only, "dweight");
   test::expect_gradient_matches(loss, bias, dbias_only, "dbias");
+}
+
+TEST(OpsLayerNorm, BackwardAddsTheResidualGradientBeforeRounding) {
+  const int64_t rows = 6, hidden = 16;
+  auto fill = [&](DType t, const Shape& shape, uint64_t seed, double scale) {
+    OwnedTensor f(DType::f32, shape);
+    test::fill_normal(f, seed, scale);
+    OwnedTensor out(t, shape);
+    ops::copy(f, out);
+    return out;
+  };
+  for (DType t : {DType::f32, DType::bf16}) {
+    OwnedTensor in = fill(t, {rows, hidden}, 21, 2.0), weight = fill(t, {hidden}, 22, 1.0),
+                bias = fill(t, {hidden}, 23, 1.0), dout = fill(t, {rows, hidden}, 24, 1.0),
+                residual = fill(t, {rows, hidden}, 25, 3.0);
+    OwnedTensor out(t, {rows, hidden}), mean(t, {rows}), rstd(t, {rows});
+    ops::layernorm_forward(in, weight, bias, 1e-5, out, mean, rstd);
+    OwnedTensor fused(t, {rows, hidden}), plain(t, {rows, hidden}), dw(t, {hidden}), db(t, {hidden});
+    ops::layernorm_backward(dout, in, weight, mean, rstd, fused, dw, db, residual);
+    ops::layernorm_backward(dout, in, weight, mean, rstd, plain, dw, db);
+    // In f32 the sum is the unfused backward + add exactly; in bf16 the norm's gradient is not rounded
+    // before the add: the f32 computation's sum rounded once.
+    OwnedTensor in32(DType::f32, {rows, hidden}), w32(DType::f32, {hidden}), dout32(DType::f32, {rows, hidden}),
+        res32(DType::f32, {rows, hidden}), mean32(DType::f32, {rows}), rstd32(DType::f32, {rows});
+    for (auto [src, dst] : {std::pair{&in, &in32}, {&weight, &w32}, {&dout, &dout32}, {&residual, &res32}, {&mean, &mean32},
+                            {&rstd, &rstd32}})
+      ops::copy(*src, *dst);
+    OwnedTensor plain32(DType::f32, {rows, hidden}), dw32(DType::f32, {hidden}), db32(DType::f32, {hidden});
+    ops::layernorm_backward(dout32, in32, w32, mean32, rstd32, plain32, dw32, db32);
+    OwnedTensor fused_as32(DType::f32, {rows, hidden}), plain_as32(DType::f32, {rows, hidden});
+    ops::copy(fused, fused_as32);
+    ops::copy(plain, plain_as32);
+    int differs_from_two_roundings = 0;
+    for (int64_t i = 0; i < rows * hidden; ++i) {
+      const float sum32 = plain32.at<float>(i) + res32.at<float>(i);
+      OwnedTensor one(DType::f32, {1}), rounded(t, {1}), back(DType::f32, {1});
+      one.at<float>(0) = sum32;
+      ops::copy(one, rounded);
+      ops::copy(rounded, back);
+      EXPECT_EQ(fused_as32.at<float>(i), back.at<float>(0)) << dtype_name(t) << " element " << i;
+      const float twice = plain_as32.at<float>(i) + res32.at<float>(i);
+      one.at<float>(0) = twice;
+      ops::copy(one, rounded);
+      ops::copy(rounded, back);
+      differs_from_two_roundings += back.at<float>(0) != fused_as32.at<float>(i);
+    }
+    if (t == DType::f32) EXPECT_EQ(differs_from_two_roundings, 0);
+  }
+  // In place: din aliasing dout, and a residual of the wrong shape is refused.
+  OwnedTensor in(DType::f64, {rows, hidden}), weight(DType::f64, {hidden}), bias(DType::f64, {hidden}),
+      out(DType::f64, {rows, hidden}), mean(DType::f64, {rows}), rstd(DType::f64, {rows}), dw(DType::f64, {hidden}),
+      db(DType::f64, {hidden}), dout(DType::f64, {rows, hidden}), residual(DType::f64, {rows, hidden}),
+      expected(DType::f64, {rows, hidden});
+  test::fill_normal(in, 31, 1.0);
+  test::fill_normal(weight, 32);
+  test::fill_normal(dout, 33);
+  test::fill_normal(residual, 34);
+  ops::layernorm_forward(in, weight, bias, 1e-5, out, mean, rstd);
+  ops::layernorm_backward(dout, in, weight, mean, rstd, expected, dw, db);
+  for (int64_t i = 0; i < rows * hidden; ++i) expected.at<double>(i) += residual.at<double>(i);
+  ops::layernorm_backward(dout, in, weight, mean, rstd, dout, dw, db, residual);
+  for (int64_t i = 0; i < rows * hidden; ++i) EXPECT_EQ(dout.at<double>(i), expected.at<double>(i)) << i;
+  OwnedTensor short_residual(DType::f64, {rows - 1, hidden});
+  test::expect_error_containing([&] { ops::layernorm_backward(in, in, weight, mean, rstd, out, dw, db, short_residual); },
+                                {"layernorm_backward", "residual_grad"});
 }
 
 TEST(OpsLayerNorm, ShapeErrors) {

@@ -31,12 +31,13 @@ void layernorm_forward(const T* in, const T* weight, const T* bias, double eps, 
 
 template <typename T>
 void layernorm_backward(const T* dout, const T* in, const T* weight, const T* mean, const T* rstd, int64_t rows,
-                        int64_t hidden, T* din, T* dweight, T* dbias) {
+                        int64_t hidden, T* din, T* dweight, T* dbias, const T* residual_grad) {
   std::vector<double> dweight_sum(static_cast<size_t>(hidden), 0.0), dbias_sum(static_cast<size_t>(hidden), 0.0);
   for (int64_t r = 0; r < rows; ++r) {
     const T* dy = dout + r * hidden;
     const T* x = in + r * hidden;
     T* dx = din + r * hidden;
+    const T* residual = residual_grad ? residual_grad + r * hidden : nullptr;
     const T m = mean[r], s = rstd[r];
     // din = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight.
     double g_sum = 0.0, g_xhat_sum = 0.0;
@@ -52,7 +53,8 @@ void layernorm_backward(const T* dout, const T* in, const T* weight, const T* me
     const T g_xhat_mean = static_cast<T>(g_xhat_sum / double(hidden));
     for (int64_t j = 0; j < hidden; ++j) {
       const T xhat = (x[j] - m) * s;
-      dx[j] = s * (dy[j] * weight[j] - g_mean - xhat * g_xhat_mean);
+      const T norm_grad = s * (dy[j] * weight[j] - g_mean - xhat * g_xhat_mean);
+      dx[j] = residual ? norm_grad + residual[j] : norm_grad;
     }
   }
   for (int64_t j = 0; j < hidden; ++j) {
@@ -66,8 +68,8 @@ template void layernorm_forward<float>(const float*, const float*, const float*,
 template void layernorm_forward<double>(const double*, const double*, const double*, double, int64_t, int64_t,
                                         double*, double*, double*);
 template void layernorm_backward<float>(const float*, const float*, const float*, const float*, const float*, int64_t,
-                                        int64_t, float*, float*, float*);
+                                        int64_t, float*, float*, float*, const float*);
 template void layernorm_backward<double>(const double*, const double*, const double*, const double*, const double*,
-                                         int64_t, int64_t, double*, double*, double*);
+                                         int64_t, int64_t, double*, double*, double*, const double*);
 
 }  // namespace tessera::ops::cpu

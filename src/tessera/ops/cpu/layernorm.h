@@ -9,9 +9,9 @@ namespace tessera::ops::cpu {
 template <typename T>
 void layernorm_forward(const T* in, const T* weight, const T* bias, double eps, int64_t rows, int64_t hidden, T* out,
                        T* mean, T* rstd);
-// din overwritten (may alias dout); dweight and dbias accumulate (+=).
+// din overwritten (may alias dout), plus residual_grad when not null; dweight and dbias accumulate (+=).
 template <typename T>
 void layernorm_backward(const T* dout, const T* in, const T* weight, const T* mean, const T* rstd, int64_t rows,
-                        int64_t hidden, T* din, T* dweight, T* dbias);
+                        int64_t hidden, T* din, T* dweight, T* dbias, const T* residual_grad);
 
 }  // namespace tessera::ops::cpu

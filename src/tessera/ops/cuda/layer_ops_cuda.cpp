@@ -209,7 +209,8 @@ void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bia
 }
 
 void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias) {
+                        const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias,
+                        const Tensor& residual_grad) {
   const char* op = "layernorm_backward";
   require_storage_dtype(op, in, "in");
   TESSERA_CHECK(weight.ndim() == 1, op, ": weight must be [hidden], got ", weight.describe());
@@ -226,13 +227,17 @@ void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weig
   detail::require_same_dtype(op, mean, "mean", rstd, "rstd");
   require_like_or_f32(op, in, "in", dweight, "dweight");
   detail::require_same_dtype(op, dweight, "dweight", dbias, "dbias");
+  if (residual_grad.defined()) {
+    detail::require_same_shape(op, in, "in", residual_grad, "residual_grad");
+    detail::require_same_dtypes(op, in, "in", {{&residual_grad, "residual_grad"}});
+  }
   const bool deterministic = deterministic_mode();
   auto* scratch = static_cast<float*>(CudaContext::get().scratch(
       ScratchSlot::layernorm_sums,
       sizeof(float) * std::max<int64_t>(1, kernels::layernorm_backward_scratch_floats(rows, hidden, deterministic))));
   kernels::layernorm_backward(in.dtype(), dout.data(), in.data(), weight.data(), mean.dtype(), mean.data(), rstd.data(),
-                              rows, hidden, din.data(), dweight.dtype(), dweight.data(), dbias.data(), scratch, stream(),
-                              deterministic);
+                              rows, hidden, din.data(), dweight.dtype(), dweight.data(), dbias.data(),
+                              residual_grad.defined() ? residual_grad.data() : nullptr, scratch, stream(), deterministic);
 }
 
 // ---- attention

@@ -49,7 +49,8 @@ void decode_linear_forward(const Tensor& in, const DecodeLinear& d, const Tensor
 void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                        const Tensor& mean, const Tensor& rstd);
 void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias);
+                        const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias,
+                        const Tensor& residual_grad);
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& out);
 void linear_gelu_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& pre_activation,
