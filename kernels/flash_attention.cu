@@ -417,59 +417,86 @@ __global__ void __launch_bounds__(kThreads) flash_dropout_bits_kernel(DropoutRul
 // The backward's per-query statistics, [b, h, seq_pad] each with seq_pad = seq rounded up to
 // kStatsPad (whole query tiles, so that the backward copies them with cp.async): D = rowsum(dout *
 // out) and the log-sum-exp in the log2 domain (+inf for a query without keys, and for the padding).
+// Whether a pointer allows 16-byte vector loads and stores.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 constexpr int kStatsPad = 64;
 __host__ __device__ inline int stats_seq(int seq) { return (seq + kStatsPad - 1) / kStatsPad * kStatsPad; }
 
 // D[b, h, q] = sum_d dout * out (fp32), lse2[b, h, q] = lse * log2(e), and zeroes the dq
-// accumulator; one warp per (q, b, h) row of the padded query range.
+// accumulator, over the padded query range.
 template <typename T, int HN>
 __global__ void flash_backward_prepare_kernel(const T* dout, const T* out, const float* lse, float* dsum, float* lse2,
-                                              float* dq_accum, int seq, int batch, int heads) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
+                                              float* dq_accum, int seq, int batch, int heads, bool vectors) {
+  // HN / 8 threads per (query, batch, head) row, eight consecutive elements each: one 16-byte load of
+  // dout and of out, two 16-byte stores of dq_accum's zeros (`vectors`: dout and out 16-byte aligned).
+  constexpr int kPer = 8, kThreadsPerRow = HN / kPer;
+  static_assert(HN % kPer == 0 && 32 % kThreadsPerRow == 0, "a row's threads lie within one warp");
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t row = thread / kThreadsPerRow;
+  const int part = static_cast<int>(thread % kThreadsPerRow);
   const int seq_pad = stats_seq(seq);
-  if (row >= static_cast<int64_t>(seq_pad) * batch * heads) return;
+  const bool in_grid = row < static_cast<int64_t>(seq_pad) * batch * heads;
   const int h = static_cast<int>(row % heads);
   const int64_t rest = row / heads;
   const int bi = static_cast<int>(rest % batch), q = static_cast<int>(rest / batch);
+  const bool real = in_grid && q < seq;
+  float sum = 0.0f;
+  if (real) {
+    const int64_t first = row * HN + part * kPer;
+    float a[kPer], b[kPer];
+    if (vectors) {
+      unpack16<T>(*reinterpret_cast<const uint4*>(dout + first), a);
+      unpack16<T>(*reinterpret_cast<const uint4*>(out + first), b);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) a[k] = load_f(dout + first + k), b[k] = load_f(out + first + k);
+    }
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) sum += a[k] * b[k];
+    float4* acc = reinterpret_cast<float4*>(dq_accum + first);
+    acc[0] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    acc[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+#pragma unroll
+  for (int o = kThreadsPerRow / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (!in_grid || part != 0) return;
   const int64_t stat = (static_cast<int64_t>(bi) * heads + h) * seq_pad + q;
-  if (q >= seq) {
-    if (lane == 0) dsum[stat] = 0.0f, lse2[stat] = INFINITY;
+  if (!real) {
+    dsum[stat] = 0.0f, lse2[stat] = INFINITY;
     return;
   }
-  const T* a = dout + row * HN;
-  const T* b = out + row * HN;
-  float sum = 0.0f;
-#pragma unroll
-  for (int d = lane * 2; d < HN; d += 64) sum += load_f(a + d) * load_f(b + d) + load_f(a + d + 1) * load_f(b + d + 1);
-  sum = warp_sum(sum);
-  if (lane == 0) {
-    const float l = lse[(static_cast<int64_t>(bi) * heads + h) * seq + q];
-    dsum[stat] = sum;
-    lse2[stat] = l == -INFINITY ? INFINITY : l * kLog2e;
-  }
-  float2* acc = reinterpret_cast<float2*>(dq_accum + row * HN);
-#pragma unroll
-  for (int d = lane; d < HN / 2; d += 32) acc[d] = make_float2(0.0f, 0.0f);
+  const float l = lse[(static_cast<int64_t>(bi) * heads + h) * seq + q];
+  dsum[stat] = sum;
+  lse2[stat] = l == -INFINITY ? INFINITY : l * kLog2e;
 }
 
 // dqkv's q columns = dq accumulator times the softmax scale (the backward kernel leaves it out of dS),
-// rounded to the storage dtype.
-template <typename T, int HN>
-__global__ void flash_backward_write_dq_kernel(const float* dq_accum, T* dqkv, int64_t pairs, int heads, int groups,
-                                               float scale) {
+// rounded to the storage dtype; kPer consecutive elements of a head's row per thread (8: one 16-byte
+// store, when dqkv is 16-byte aligned; else 2).
+template <typename T, int HN, int kPer>
+__global__ void flash_backward_write_dq_kernel(const float* dq_accum, T* dqkv, int64_t groups_of_elements, int heads,
+                                               int groups, float scale) {
+  static_assert(HN % kPer == 0 && (kPer == 2 || kPer == 8), "whole packs within a head's row");
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= pairs) return;
-  const int64_t e = 2 * i;
+  if (i >= groups_of_elements) return;
+  const int64_t e = kPer * i;
   const int d = static_cast<int>(e % HN);
   const int64_t r = e / HN;
   const int h = static_cast<int>(r % heads);
   const int64_t token = r / heads;  // q * batch + bi
   const int hpg = heads / groups;
   const int64_t width = static_cast<int64_t>(heads + 2 * groups) * HN;
-  const float2 v = *reinterpret_cast<const float2*>(dq_accum + e);
-  *reinterpret_cast<uint32_t*>(dqkv + token * width + (h / hpg) * (hpg + 2) * HN + (h % hpg) * HN + d) =
-      pack2<T>(v.x * scale, v.y * scale);
+  T* dst = dqkv + token * width + (h / hpg) * (hpg + 2) * HN + (h % hpg) * HN + d;
+  if constexpr (kPer == 8) {
+    const float4 lo = *reinterpret_cast<const float4*>(dq_accum + e);
+    const float4 hi = *reinterpret_cast<const float4*>(dq_accum + e + 4);
+    *reinterpret_cast<uint4*>(dst) = make_uint4(pack2<T>(lo.x * scale, lo.y * scale), pack2<T>(lo.z * scale, lo.w * scale),
+                                                pack2<T>(hi.x * scale, hi.y * scale), pack2<T>(hi.z * scale, hi.w * scale));
+  } else {
+    const float2 v = *reinterpret_cast<const float2*>(dq_accum + e);
+    *reinterpret_cast<uint32_t*>(dst) = pack2<T>(v.x * scale, v.y * scale);
+  }
 }
 
 // One block: 64 keys of one (group, batch); each warp owns 16 keys and keeps their dK, dV in
@@ -844,9 +871,12 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
   float* lse2 = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_accum_bytes(a) + stats_bytes(a));
   const int64_t rows = a.seq * a.batch * a.num_heads;
   const int64_t padded_rows = stats_seq(static_cast<int>(a.seq)) * a.batch * a.num_heads;
-  flash_backward_prepare_kernel<T, HN><<<static_cast<unsigned>((padded_rows + 7) / 8), 256, 0, stream>>>(
-      static_cast<const T*>(dout), static_cast<const T*>(out), lse, dsum, lse2, dq_accum, static_cast<int>(a.seq),
-      static_cast<int>(a.batch), static_cast<int>(a.num_heads));
+  const bool prepare_vectors = aligned16(dout) && aligned16(out);
+  constexpr int64_t kPrepareRowsPerBlock = 256 / (HN / 8);
+  flash_backward_prepare_kernel<T, HN>
+      <<<static_cast<unsigned>((padded_rows + kPrepareRowsPerBlock - 1) / kPrepareRowsPerBlock), 256, 0, stream>>>(
+          static_cast<const T*>(dout), static_cast<const T*>(out), lse, dsum, lse2, dq_accum, static_cast<int>(a.seq),
+          static_cast<int>(a.batch), static_cast<int>(a.num_heads), prepare_vectors);
   TESSERA_KERNEL_LAUNCH_CHECK();
   BackwardParams p;
   set_dropout(p, a);
@@ -894,10 +924,17 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
                                                     dq_accum);
     TESSERA_KERNEL_LAUNCH_CHECK();
   }
-  const int64_t pairs = rows * HN / 2;
-  flash_backward_write_dq_kernel<T, HN><<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, stream>>>(
-      dq_accum, static_cast<T*>(dqkv), pairs, static_cast<int>(a.num_heads), static_cast<int>(a.num_query_groups),
-      a.softmax_scale);
+  if (aligned16(dqkv)) {
+    const int64_t octets = rows * HN / 8;
+    flash_backward_write_dq_kernel<T, HN, 8><<<static_cast<unsigned>((octets + 255) / 256), 256, 0, stream>>>(
+        dq_accum, static_cast<T*>(dqkv), octets, static_cast<int>(a.num_heads), static_cast<int>(a.num_query_groups),
+        a.softmax_scale);
+  } else {
+    const int64_t pairs = rows * HN / 2;
+    flash_backward_write_dq_kernel<T, HN, 2><<<static_cast<unsigned>((pairs + 255) / 256), 256, 0, stream>>>(
+        dq_accum, static_cast<T*>(dqkv), pairs, static_cast<int>(a.num_heads), static_cast<int>(a.num_query_groups),
+        a.softmax_scale);
+  }
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
