@@ -12,6 +12,7 @@
 #include "kernels/attention_copies.cuh"
 #include "kernels/common.cuh"
 #include "kernels/flash_attention.h"
+#include "kernels/flash_dropout.cuh"
 #include "kernels/hopper/flash_wgmma.h"  // declarations; the kernels exist with TESSERA_HAVE_WGMMA
 
 namespace tessera::kernels {
@@ -108,19 +109,6 @@ struct ForwardParams {
   DropoutRule dropout;  // Dropout::quads / elements kernels only (dropout_quads decides)
   int dropout_heads, dropout_first_head;
 };
-
-// The dropout mask's flat index of (batch bi, head h, query row, key): the unfused attention's probs
-// [b, dropout_heads, s, s] index (FlashAttentionArgs::dropout).
-__device__ __forceinline__ uint64_t probs_index(int bi, int dropout_heads, int first_head, int h, int seq, int row,
-                                                int key) {
-  return ((static_cast<uint64_t>(bi) * dropout_heads + first_head + h) * seq + row) * seq + key;
-}
-
-// How a kernel drops attention probabilities, fixed at compile time so that the hot kernels carry
-// only the code they run (dropout_quads and uses_dropout_bits decide which applies).
-// quads: keys 4j..4j+3 of a row share one Philox block; bits (backward only): the decisions come
-// precomputed as one word per thread and tile (flash_dropout_bits_kernel), drawn as by quads.
-enum class Dropout { none, quads, elements, bits };
 
 constexpr int kFwdBlockM = 64, kFwdBlockN = 64;
 
@@ -266,34 +254,9 @@ __global__ void __launch_bounds__(kThreads, HN == 64 ? 4 : 1) flash_forward_kern
 
     if constexpr (kDropout != Dropout::none) {  // the row sums above are of the undropped P, as softmax then dropout
 #pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt) {
-        uint32_t words[4];  // element e's decision word
-        if constexpr (kDropout == Dropout::quads) {
-          // Keys 2tq, 2tq + 1 of rows a and b: the lane pair (tq even, tq odd) shares two Philox blocks
-          // (its four keys of row a, and of row b); the even lane draws row a's, the odd row b's, and
-          // each hands the other the two words it needs.
-          const bool odd = tq & 1;
-          const int quad_key = k0 + nt * 8 + 2 * (tq & ~1);
-          const uint64_t index = p.dropout.offset + probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq,
-                                                                odd ? row_b : row_a, quad_key);
-          uint32_t drawn[4];
-          p.dropout.block_words(index >> 2, drawn);
-          const uint32_t got0 = __shfl_xor_sync(0xffffffffu, odd ? drawn[0] : drawn[2], 1);
-          const uint32_t got1 = __shfl_xor_sync(0xffffffffu, odd ? drawn[1] : drawn[3], 1);
-          words[0] = odd ? got0 : drawn[0], words[1] = odd ? got1 : drawn[1];
-          words[2] = odd ? drawn[2] : got0, words[3] = odd ? drawn[3] : got1;
-        }
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = k0 + nt * 8 + 2 * tq + (e & 1), row = e < 2 ? row_a : row_b;
-          bool keep;
-          if constexpr (kDropout == Dropout::quads) keep = sc[nt][e] != 0.0f && p.dropout.keeps_word(words[e]);
-          else
-            keep = sc[nt][e] != 0.0f &&
-                   p.dropout.keeps(probs_index(bi, p.dropout_heads, p.dropout_first_head, h, seq, row, key));
-          sc[nt][e] = keep ? sc[nt][e] * p.dropout.keep_scale : 0.0f;
-        }
-      }
+      for (int nt = 0; nt < BN / 8; ++nt)
+        drop_probabilities<kDropout>(sc[nt], p.dropout, bi, p.dropout_heads, p.dropout_first_head, h, seq, row_a,
+                                     row_b, k0 + nt * 8, tq);
     }
 
     // O += P V (P from registers: the accumulator layout of two n-tiles is an A fragment)
@@ -778,17 +741,6 @@ void allow_dynamic_smem(Kernel kernel, int bytes) {
   TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-// A row's probabilities start at a multiple of seq in the flat index; with seq and the offset
-// multiples of 4, keys 4j..4j+3 of a row are one Philox block (four decisions, one evaluation).
-bool dropout_quads(const FlashAttentionArgs& a) { return a.seq % 4 == 0 && a.dropout.offset % 4 == 0; }
-
-template <typename Params>
-void set_dropout(Params& p, const FlashAttentionArgs& a) {
-  p.dropout = make_dropout_rule(a.dropout);
-  p.dropout_heads = static_cast<int>(a.dropout_heads > 0 ? a.dropout_heads : a.num_heads);
-  p.dropout_first_head = static_cast<int>(a.dropout_first_head);
-}
-
 template <typename T, int HN>
 void launch_forward(const void* qkv, const uint8_t* mask, const FlashAttentionArgs& a, void* out, float* lse,
                     cudaStream_t stream) {
@@ -826,7 +778,6 @@ size_t stats_bytes(const FlashAttentionArgs& a) {
 
 // The backward draws its dropout decisions in a kernel of their own (Dropout::bits) where the quads
 // rule applies: the words follow the statistics in the scratch.
-bool uses_dropout_bits(const FlashAttentionArgs& a) { return a.dropout.p > 0.0 && dropout_quads(a); }
 int backward_key_blocks(const FlashAttentionArgs& a) { return static_cast<int>((a.seq + kBwdBlockN - 1) / kBwdBlockN); }
 size_t dropout_bits_bytes(const FlashAttentionArgs& a, int block_m) {
   if (!uses_dropout_bits(a)) return 0;
@@ -906,7 +857,9 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
                   static_cast<unsigned>(a.num_query_groups), static_cast<unsigned>(a.batch));
   p.dq_slices = nullptr;
   p.dq_slice_floats = static_cast<int64_t>(dq_accum_bytes(a) / sizeof(float));
-  const bool on_hopper = hopper_backward<T>({qkv, dout, lse2, dsum, mask, dqkv, dq_accum, stats_seq(p.seq)}, a, stream);
+  const bool on_hopper = hopper_backward<T>({qkv, dout, lse2, dsum, mask, dqkv, dq_accum, stats_seq(p.seq),
+                                             p.dropout_bits, p.key_blocks, p.query_tiles},
+                                            a, stream);
   if (a.deterministic) {
     p.dq_slices = reinterpret_cast<float*>(static_cast<char*>(scratch) + dq_slices_offset(a));
     TESSERA_CUDA_CHECK(cudaMemsetAsync(p.dq_slices, 0, grid.x * dq_accum_bytes(a), stream));

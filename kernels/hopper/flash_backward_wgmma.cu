@@ -1,12 +1,14 @@
 // The flash-attention backward's main kernel on Hopper's warpgroup MMA (sm_90a), for head_dim 64 in
-// the forward's common case (no ALiBi, document masks or dropout; key padding, causal or not,
-// grouped-query heads). flash_backward_kernel's scheme with wgmma: one warpgroup (128 threads) takes
+// the forward's common case (no ALiBi or document masks; key padding, causal or not, grouped-query
+// heads, attention dropout where its decisions come as flash_dropout_bits_kernel's words). flash_backward_kernel's scheme with wgmma: one warpgroup (128 threads) takes
 // 64 keys of one (group, sample), warp w owning keys 16 w.., and keeps their dK, dV in registers
 // while 64-query tiles of every head of the group stream through two cp.async stages. Per tile:
 // S^T = K Q^T and dP^T = V dO^T (wgmma from shared memory), P^T = exp2(S^T - lse2) and
 // dS^T = P^T (dP^T - D) in registers, dV += P^T dO and dK += dS^T Q (A from registers, B read
 // transposed), then dS^T to shared memory and dQ = dS K (both operands read transposed) added into
-// the fp32 accumulator with atomics. dK and dQ get the softmax scale when written.
+// the fp32 accumulator with atomics. dK and dQ get the softmax scale when written. With dropout (Z the
+// mask scaled by 1 / (1 - p)): dV += (P Z)^T dO and dS = P (dP Z - D), each thread's decisions one
+// 32-bit word per tile in the mma.sync backward's thread order (the accumulator layouts are the same).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -14,6 +16,7 @@
 #include <cstdint>
 
 #include "kernels/common.cuh"
+#include "kernels/flash_dropout.cuh"
 #include "kernels/hopper/flash_tiles.cuh"
 #include "kernels/hopper/flash_wgmma.h"
 
@@ -23,8 +26,9 @@ namespace {
 
 constexpr int kHN = 64, kBK = 64, kBQ = 64;
 constexpr int kTileBytes = kBK * kHN * 2;  // every tile: 64 rows x 64 elements = 8 KB
-// K, V, two stages of Q and dO, dS^T, two stages of the log2 log-sum-exp and D, alignment slack.
-constexpr int kSmemBytes = 7 * kTileBytes + 4 * kBQ * 4 + 1024;
+// K, V, two stages of Q and dO, dS^T, two stages of the log2 log-sum-exp and D and of the dropout
+// words, alignment slack.
+constexpr int kSmemBytes = 7 * kTileBytes + 4 * kBQ * 4 + 2 * kThreads * 4 + 1024;
 
 struct Params {
   const void* qkv;
@@ -37,10 +41,14 @@ struct Params {
   int seq, batch, heads, groups, stats_seq;
   bool causal;
   float scale, scale_log2;
+  const uint32_t* dropout_bits;  // Dropout::bits: [b, na, key blocks, query tiles][kThreads] words
+  int key_blocks, query_tiles;
+  float keep_scale;  // 1 / (1 - p)
 };
 
-template <typename T>
+template <typename T, Dropout kDropout>
 __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p) {
+  static_assert(kDropout == Dropout::none || kDropout == Dropout::bits, "decisions as words only");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int HN = kHN, BK = kBK, BQ = kBQ;
   extern __shared__ unsigned char smem_raw[];
@@ -53,6 +61,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
   unsigned char* sdST = sdO + 2 * kTileBytes;   // dS^T [key][query], swizzled
   float* sLse = reinterpret_cast<float*>(sdST + kTileBytes);  // 2 stages, log2 domain (+inf: no key)
   float* sD = sLse + 2 * BQ;                                  // 2 stages
+  uint32_t* sBits = reinterpret_cast<uint32_t*>(sD + 2 * BQ); // 2 stages: Dropout::bits words
 
   const int key0 = blockIdx.x * BK;
   const int g = blockIdx.y, bi = blockIdx.z;
@@ -84,6 +93,13 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
       const int c = threadIdx.x % kStatChunks;
       const bool is_d = threadIdx.x >= kStatChunks;
       cp_async16((is_d ? sD : sLse) + stage * BQ + 4 * c, (is_d ? p.dsum : p.lse2) + stats + 4 * c, true);
+    }
+    if constexpr (kDropout == Dropout::bits) {  // the tile's decision words: threads 32..63 copy 16 bytes each
+      const int64_t record = ((static_cast<int64_t>(bi) * heads + h) * p.key_blocks + blockIdx.x) * p.query_tiles + i;
+      if (threadIdx.x >= 32 && threadIdx.x < 32 + kThreads / 4) {
+        const int c = threadIdx.x - 32;
+        cp_async16(sBits + stage * kThreads + 4 * c, p.dropout_bits + record * kThreads + 4 * c, true);
+      }
     }
   };
 
@@ -134,6 +150,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
 
     // P^T (masked keys, causal, queries without keys -> 0) and dS^T = P^T (dP^T - D)
     const bool need_mask = key0 + BK > seq || (p.causal && key0 + BK - 1 > q0) || mask_row != nullptr;
+    uint32_t kept_bits = 0;  // Dropout::bits: bit nt 4 + e of this thread's word
+    if constexpr (kDropout == Dropout::bits) kept_bits = sBits[stage * kThreads + threadIdx.x];
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt) {
       const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + nt * 8 + 2 * tq);
@@ -145,8 +163,15 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
         float x = sc[4 * nt + e] * p.scale_log2 - (e & 1 ? lse2.y : lse2.x);
         if (need_mask && !((e < 2 ? key_ok_a : key_ok_b) && !(p.causal && key > q0 + ql))) x = -INFINITY;
         const float prob = fast_exp2(x);  // exp2(-inf) = 0; a query without keys has lse +inf: 0 too
-        sc[4 * nt + e] = prob;
-        dp[4 * nt + e] = prob * (dp[4 * nt + e] - (e & 1 ? d2.y : d2.x));
+        const float d = e & 1 ? d2.y : d2.x;
+        if constexpr (kDropout == Dropout::bits) {
+          const float z = prob != 0.0f && ((kept_bits >> (nt * 4 + e)) & 1u) ? p.keep_scale : 0.0f;
+          sc[4 * nt + e] = prob * z;
+          dp[4 * nt + e] = prob * (dp[4 * nt + e] * z - d);
+        } else {
+          sc[4 * nt + e] = prob;
+          dp[4 * nt + e] = prob * (dp[4 * nt + e] - d);
+        }
       }
     }
 
@@ -229,8 +254,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
 template <typename T>
 void launch(const BackwardArgs& b, const FlashAttentionArgs& a, cudaStream_t stream) {
   static const bool configured = [] {
-    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(flash_backward_wgmma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            kSmemBytes));
+    for (const auto kernel : {flash_backward_wgmma_kernel<T, Dropout::none>, flash_backward_wgmma_kernel<T, Dropout::bits>})
+      TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     return true;
   }();
   (void)configured;
@@ -242,20 +267,26 @@ void launch(const BackwardArgs& b, const FlashAttentionArgs& a, cudaStream_t str
   p.causal = a.causal;
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * kLog2e;
+  p.dropout_bits = b.dropout_bits, p.key_blocks = b.key_blocks, p.query_tiles = b.query_tiles;
+  p.keep_scale = a.dropout.p > 0.0 ? make_dropout_rule(a.dropout).keep_scale : 1.0f;
   const dim3 grid(static_cast<unsigned>((a.seq + kBK - 1) / kBK), static_cast<unsigned>(a.num_query_groups),
                   static_cast<unsigned>(a.batch));
-  flash_backward_wgmma_kernel<T><<<grid, kThreads, kSmemBytes, stream>>>(p);
+  if (a.dropout.p > 0.0) flash_backward_wgmma_kernel<T, Dropout::bits><<<grid, kThreads, kSmemBytes, stream>>>(p);
+  else flash_backward_wgmma_kernel<T, Dropout::none><<<grid, kThreads, kSmemBytes, stream>>>(p);
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
 }  // namespace
 
 bool flash_backward_wgmma_applies(DType t, const FlashAttentionArgs& a) {
-  return a.head_dim == kHN && !a.deterministic && flash_forward_wgmma_applies(t, a);
+  return a.head_dim == kHN && !a.deterministic && flash_forward_wgmma_applies(t, a) &&
+         (a.dropout.p <= 0.0 || uses_dropout_bits(a));
 }
 
 void flash_backward_wgmma(DType t, const BackwardArgs& b, const FlashAttentionArgs& a, cudaStream_t s) {
   TESSERA_CHECK(flash_backward_wgmma_applies(t, a), "flash_backward_wgmma: a case it does not take");
+  TESSERA_CHECK(a.dropout.p <= 0.0 || (b.dropout_bits && b.key_blocks > 0 && b.query_tiles > 0),
+                "flash_backward_wgmma: attention dropout needs the dropout words");
   if (t == DType::bf16) launch<__nv_bfloat16>(b, a, s);
   else launch<__half>(b, a, s);
 }

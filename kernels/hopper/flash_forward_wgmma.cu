@@ -1,11 +1,13 @@
 // The flash-attention forward on Hopper's warpgroup MMA (sm_90a), for the common case: no ALiBi, no
-// document masks, no attention dropout (key padding, causal or not, grouped-query heads, head_dim 64
-// or 128). One warpgroup (128 threads) takes 64 query rows of one (head, sample): S = Q K^T for a
+// document masks (key padding, causal or not, grouped-query heads, attention dropout, head_dim 64 or
+// 128). One warpgroup (128 threads) takes 64 query rows of one (head, sample): S = Q K^T for a
 // tile of keys in one chain of wgmma from shared memory, the online softmax in registers as in
 // kernels/flash_attention.cu, then O += P V with P from registers and V read transposed from shared
 // memory. Q, K and V tiles are 128-byte swizzled (kernels/hopper/wgmma.cuh) and stream through a
-// two-stage cp.async pipeline. The same results as flash_forward_kernel up to fp32 summation order
-// (gpu_flash_attention_parity_test checks both against the CPU).
+// two-stage cp.async pipeline. Attention dropout drops P after the row sums, before P V, with the
+// mma.sync kernel's decisions (kernels/flash_dropout.cuh: the accumulator layouts are the same). The
+// same results as flash_forward_kernel up to fp32 summation order (gpu_flash_attention_parity_test
+// checks both against the CPU).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -16,6 +18,7 @@
 #include <type_traits>
 
 #include "kernels/common.cuh"
+#include "kernels/flash_dropout.cuh"
 #include "kernels/hopper/flash_wgmma.h"
 #include "kernels/hopper/flash_tiles.cuh"
 
@@ -41,9 +44,11 @@ struct Params {
   int seq, batch, heads, groups;
   bool causal;
   float scale_log2;
+  DropoutRule dropout;  // Dropout::quads / elements kernels only
+  int dropout_heads, dropout_first_head;
 };
 
-template <typename T, int HN>
+template <typename T, int HN, Dropout kDropout>
 __global__ void __launch_bounds__(kThreads) flash_forward_wgmma_kernel(Params p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int BM = kBlockM, BN = block_n<HN>();
@@ -154,6 +159,13 @@ __global__ void __launch_bounds__(kThreads) flash_forward_wgmma_kernel(Params p)
       }
     }
 
+    if constexpr (kDropout != Dropout::none) {  // the row sums above are of the undropped P, as softmax then dropout
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt)
+        drop_probabilities<kDropout>(&s[4 * nt], p.dropout, bi, p.dropout_heads, p.dropout_first_head, h, seq, row_a,
+                                     row_b, k0 + nt * 8, tq);
+    }
+
     // O += P V: P's accumulator layout over two column chunks is a k16 A fragment
     uint32_t a[BN / 16][4];
 #pragma unroll
@@ -202,8 +214,9 @@ void launch(const void* qkv, const uint8_t* mask, const FlashAttentionArgs& a, v
             cudaStream_t stream) {
   constexpr int smem = smem_bytes<HN>();
   static const bool configured = [] {
-    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(flash_forward_wgmma_kernel<T, HN>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    for (const auto kernel : {flash_forward_wgmma_kernel<T, HN, Dropout::none>, flash_forward_wgmma_kernel<T, HN, Dropout::quads>,
+                              flash_forward_wgmma_kernel<T, HN, Dropout::elements>})
+      TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
   }();
   (void)configured;
@@ -213,9 +226,12 @@ void launch(const void* qkv, const uint8_t* mask, const FlashAttentionArgs& a, v
   p.heads = static_cast<int>(a.num_heads), p.groups = static_cast<int>(a.num_query_groups);
   p.causal = a.causal;
   p.scale_log2 = a.softmax_scale * kLog2e;
+  set_dropout(p, a);
   const dim3 grid(static_cast<unsigned>((a.seq + kBlockM - 1) / kBlockM), static_cast<unsigned>(a.num_heads),
                   static_cast<unsigned>(a.batch));
-  flash_forward_wgmma_kernel<T, HN><<<grid, kThreads, smem, stream>>>(p);
+  if (a.dropout.p <= 0.0) flash_forward_wgmma_kernel<T, HN, Dropout::none><<<grid, kThreads, smem, stream>>>(p);
+  else if (dropout_quads(a)) flash_forward_wgmma_kernel<T, HN, Dropout::quads><<<grid, kThreads, smem, stream>>>(p);
+  else flash_forward_wgmma_kernel<T, HN, Dropout::elements><<<grid, kThreads, smem, stream>>>(p);
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -224,7 +240,7 @@ void launch(const void* qkv, const uint8_t* mask, const FlashAttentionArgs& a, v
 bool flash_forward_wgmma_applies(DType t, const FlashAttentionArgs& a) {
   if (t != DType::bf16 && t != DType::f16) return false;
   if (a.head_dim != 64 && a.head_dim != 128) return false;
-  if (a.alibi_heads > 0 || a.document_ids != nullptr || a.dropout.p > 0.0) return false;
+  if (a.alibi_heads > 0 || a.document_ids != nullptr) return false;
   static const bool switched_off = [] {  // read once: this runs at every attention launch
     const char* v = std::getenv("TESSERA_FLASH_WGMMA");
     return v && std::strcmp(v, "0") == 0;

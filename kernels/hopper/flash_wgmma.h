@@ -11,8 +11,8 @@
 
 namespace tessera::kernels::hopper {
 
-// bf16 / f16, head_dim 64 or 128, no ALiBi, document masks or attention dropout, on a compute
-// capability 9.0 device, unless TESSERA_FLASH_WGMMA=0 (for A/B measurements).
+// bf16 / f16, head_dim 64 or 128, no ALiBi or document masks, on a compute capability 9.0 device,
+// unless TESSERA_FLASH_WGMMA=0 (for A/B measurements).
 bool flash_forward_wgmma_applies(DType t, const FlashAttentionArgs& a);
 // flash_attention_forward's contract (kernels/flash_attention.h).
 void flash_forward_wgmma(DType t, const void* qkv, const uint8_t* key_padding_mask, const FlashAttentionArgs& a,
@@ -30,8 +30,13 @@ struct BackwardArgs {
   void* dqkv;
   float* dq_accum;
   int stats_seq;
+  // Attention dropout: flash_dropout_bits_kernel's words ([b, na, key_blocks, query_tiles][kThreads],
+  // 64 keys x 64 queries a tile); null without dropout.
+  const uint32_t* dropout_bits;
+  int key_blocks, query_tiles;
 };
-// flash_forward_wgmma_applies, head_dim 64 and not deterministic mode (dQ's atomics).
+// flash_forward_wgmma_applies, head_dim 64, not deterministic mode (dQ's atomics), and without
+// dropout or with its decisions as words (uses_dropout_bits: seq and the stream offset multiples of 4).
 bool flash_backward_wgmma_applies(DType t, const FlashAttentionArgs& a);
 void flash_backward_wgmma(DType t, const BackwardArgs& b, const FlashAttentionArgs& a, cudaStream_t s);
 
