@@ -454,8 +454,9 @@ __global__ void flash_backward_write_dq_kernel(const float* dq_accum, T* dqkv, i
   if constexpr (kPer == 8) {
     const float4 lo = *reinterpret_cast<const float4*>(dq_accum + e);
     const float4 hi = *reinterpret_cast<const float4*>(dq_accum + e + 4);
-    *reinterpret_cast<uint4*>(dst) = make_uint4(pack2<T>(lo.x * scale, lo.y * scale), pack2<T>(lo.z * scale, lo.w * scale),
-                                                pack2<T>(hi.x * scale, hi.y * scale), pack2<T>(hi.z * scale, hi.w * scale));
+    *reinterpret_cast<uint4*>(dst) =
+        make_uint4(pack2<T>(lo.x * scale, lo.y * scale), pack2<T>(lo.z * scale, lo.w * scale),
+                   pack2<T>(hi.x * scale, hi.y * scale), pack2<T>(hi.z * scale, hi.w * scale));
   } else {
     const float2 v = *reinterpret_cast<const float2*>(dq_accum + e);
     *reinterpret_cast<uint32_t*>(dst) = pack2<T>(v.x * scale, v.y * scale);

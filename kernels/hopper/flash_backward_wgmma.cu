@@ -1,8 +1,8 @@
 // The flash-attention backward's main kernel on Hopper's warpgroup MMA (sm_90a), for head_dim 64 in
 // the forward's common case (no ALiBi or document masks; key padding, causal or not, grouped-query
-// heads, attention dropout where its decisions come as flash_dropout_bits_kernel's words). flash_backward_kernel's scheme with wgmma: one warpgroup (128 threads) takes
-// 64 keys of one (group, sample), warp w owning keys 16 w.., and keeps their dK, dV in registers
-// while 64-query tiles of every head of the group stream through two cp.async stages. Per tile:
+// heads, attention dropout where its decisions come as flash_dropout_bits_kernel's words).
+// flash_backward_kernel's scheme with wgmma: one warpgroup (128 threads) takes 64 keys of one
+// (group, sample), warp w owning keys 16 w.., and keeps their dK, dV in registers while 64-query tiles of every head of the group stream through two cp.async stages. Per tile:
 // S^T = K Q^T and dP^T = V dO^T (wgmma from shared memory), P^T = exp2(S^T - lse2) and
 // dS^T = P^T (dP^T - D) in registers, dV += P^T dO and dK += dS^T Q (A from registers, B read
 // transposed), then dS^T to shared memory and dQ = dS K (both operands read transposed) added into
@@ -31,18 +31,10 @@ constexpr int kTileBytes = kBK * kHN * 2;  // every tile: 64 rows x 64 elements 
 constexpr int kSmemBytes = 7 * kTileBytes + 4 * kBQ * 4 + 2 * kThreads * 4 + 1024;
 
 struct Params {
-  const void* qkv;
-  const void* dout;
-  const float* lse2;
-  const float* dsum;
-  const uint8_t* mask;
-  void* dqkv;
-  float* dq_accum;
-  int seq, batch, heads, groups, stats_seq;
+  BackwardArgs in;  // the tensors, the statistics and the dropout words (flash_wgmma.h)
+  int seq, batch, heads, groups;
   bool causal;
   float scale, scale_log2;
-  const uint32_t* dropout_bits;  // Dropout::bits: [b, na, key blocks, query tiles][kThreads] words
-  int key_blocks, query_tiles;
   float keep_scale;  // 1 / (1 - p)
 };
 
@@ -70,10 +62,10 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
   const int64_t width = static_cast<int64_t>(heads + 2 * p.groups) * HN;
   const int64_t row_stride = p.batch * width;
   const int64_t out_stride = static_cast<int64_t>(p.batch) * heads * HN;
-  const T* group_base = static_cast<const T*>(p.qkv) + bi * width + static_cast<int64_t>(g) * (hpg + 2) * HN;
+  const T* group_base = static_cast<const T*>(p.in.qkv) + bi * width + static_cast<int64_t>(g) * (hpg + 2) * HN;
   const T* k_base = group_base + hpg * HN;
   const T* v_base = k_base + HN;
-  const T* dout = static_cast<const T*>(p.dout);
+  const T* dout = static_cast<const T*>(p.in.dout);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gr = lane / 4, tq = lane % 4;
 
   const int q_tiles = (seq + BQ - 1) / BQ;
@@ -87,18 +79,19 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
     load_tile<T, HN, BQ>(sdO + stage * kTileBytes, dout + static_cast<int64_t>(bi) * heads * HN + h * HN, out_stride,
                          i * BQ, seq);
     // the tile's log2-domain log-sum-exp and D (padded to whole tiles: no bounds) in 16-byte copies
-    const int64_t stats = (static_cast<int64_t>(bi) * heads + h) * p.stats_seq + i * BQ;
+    const int64_t stats = (static_cast<int64_t>(bi) * heads + h) * p.in.stats_seq + i * BQ;
     constexpr int kStatChunks = BQ / 4;
     if (threadIdx.x < 2 * kStatChunks) {
       const int c = threadIdx.x % kStatChunks;
       const bool is_d = threadIdx.x >= kStatChunks;
-      cp_async16((is_d ? sD : sLse) + stage * BQ + 4 * c, (is_d ? p.dsum : p.lse2) + stats + 4 * c, true);
+      cp_async16((is_d ? sD : sLse) + stage * BQ + 4 * c, (is_d ? p.in.dsum : p.in.lse2) + stats + 4 * c, true);
     }
     if constexpr (kDropout == Dropout::bits) {  // the tile's decision words: threads 32..63 copy 16 bytes each
-      const int64_t record = ((static_cast<int64_t>(bi) * heads + h) * p.key_blocks + blockIdx.x) * p.query_tiles + i;
+      const int64_t record =
+          ((static_cast<int64_t>(bi) * heads + h) * p.in.key_blocks + blockIdx.x) * p.in.query_tiles + i;
       if (threadIdx.x >= 32 && threadIdx.x < 32 + kThreads / 4) {
         const int c = threadIdx.x - 32;
-        cp_async16(sBits + stage * kThreads + 4 * c, p.dropout_bits + record * kThreads + 4 * c, true);
+        cp_async16(sBits + stage * kThreads + 4 * c, p.in.dropout_bits + record * kThreads + 4 * c, true);
       }
     }
   };
@@ -112,7 +105,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
 #pragma unroll
   for (int i = 0; i < HN / 2; ++i) dk[i] = dv[i] = 0.0f;
   const int key_a = key0 + warp * 16 + gr, key_b = key_a + 8;
-  const uint8_t* mask_row = p.mask ? p.mask + static_cast<int64_t>(bi) * seq : nullptr;
+  const uint8_t* mask = p.in.key_padding_mask;
+  const uint8_t* mask_row = mask ? mask + static_cast<int64_t>(bi) * seq : nullptr;
   const bool key_ok_a = key_a < seq && (!mask_row || mask_row[key_a]);
   const bool key_ok_b = key_b < seq && (!mask_row || mask_row[key_b]);
 
@@ -222,7 +216,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
     for (int r = 0; r < 2; ++r) {
       const int q = q0 + warp * 16 + gr + 8 * r;
       if (q < seq) {
-        float* acc = p.dq_accum + ((static_cast<int64_t>(q) * p.batch + bi) * heads + h) * HN + 2 * tq;
+        float* acc = p.in.dq_accum + ((static_cast<int64_t>(q) * p.batch + bi) * heads + h) * HN + 2 * tq;
 #pragma unroll
         for (int dt = 0; dt < HN / 8; ++dt)
           atomicAdd(reinterpret_cast<float2*>(acc + dt * 8), make_float2(dq[4 * dt + 2 * r], dq[4 * dt + 2 * r + 1]));
@@ -231,7 +225,7 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
     __syncthreads();  // the stage and dS^T are reused next iteration
   }
 
-  T* dgroup = static_cast<T*>(p.dqkv) + bi * width + static_cast<int64_t>(g) * (hpg + 2) * HN;
+  T* dgroup = static_cast<T*>(p.in.dqkv) + bi * width + static_cast<int64_t>(g) * (hpg + 2) * HN;
   T* dk_base = dgroup + hpg * HN;
   T* dv_base = dk_base + HN;
 #pragma unroll
@@ -254,20 +248,19 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
 template <typename T>
 void launch(const BackwardArgs& b, const FlashAttentionArgs& a, cudaStream_t stream) {
   static const bool configured = [] {
-    for (const auto kernel : {flash_backward_wgmma_kernel<T, Dropout::none>, flash_backward_wgmma_kernel<T, Dropout::bits>})
+    for (const auto kernel :
+         {flash_backward_wgmma_kernel<T, Dropout::none>, flash_backward_wgmma_kernel<T, Dropout::bits>})
       TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     return true;
   }();
   (void)configured;
   Params p;
-  p.qkv = b.qkv, p.dout = b.dout, p.lse2 = b.lse2, p.dsum = b.dsum, p.mask = b.key_padding_mask;
-  p.dqkv = b.dqkv, p.dq_accum = b.dq_accum, p.stats_seq = b.stats_seq;
+  p.in = b;
   p.seq = static_cast<int>(a.seq), p.batch = static_cast<int>(a.batch);
   p.heads = static_cast<int>(a.num_heads), p.groups = static_cast<int>(a.num_query_groups);
   p.causal = a.causal;
   p.scale = a.softmax_scale;
   p.scale_log2 = a.softmax_scale * kLog2e;
-  p.dropout_bits = b.dropout_bits, p.key_blocks = b.key_blocks, p.query_tiles = b.query_tiles;
   p.keep_scale = a.dropout.p > 0.0 ? make_dropout_rule(a.dropout).keep_scale : 1.0f;
   const dim3 grid(static_cast<unsigned>((a.seq + kBK - 1) / kBK), static_cast<unsigned>(a.num_query_groups),
                   static_cast<unsigned>(a.batch));

@@ -214,7 +214,8 @@ void launch(const void* qkv, const uint8_t* mask, const FlashAttentionArgs& a, v
             cudaStream_t stream) {
   constexpr int smem = smem_bytes<HN>();
   static const bool configured = [] {
-    for (const auto kernel : {flash_forward_wgmma_kernel<T, HN, Dropout::none>, flash_forward_wgmma_kernel<T, HN, Dropout::quads>,
+    for (const auto kernel : {flash_forward_wgmma_kernel<T, HN, Dropout::none>,
+                              flash_forward_wgmma_kernel<T, HN, Dropout::quads>,
                               flash_forward_wgmma_kernel<T, HN, Dropout::elements>})
       TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
