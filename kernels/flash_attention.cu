@@ -108,6 +108,8 @@ struct ForwardParams {
   int alibi_heads, alibi_first_head;  // alibi_heads 0: no ALiBi
   DropoutRule dropout;  // Dropout::quads / elements kernels only (dropout_quads decides)
   int dropout_heads, dropout_first_head;
+  uint32_t* dropout_record;  // FlashAttentionArgs::dropout_record (HN 64), or null
+  int key_blocks;            // of the record: 64-key blocks
 };
 
 constexpr int kFwdBlockM = 64, kFwdBlockN = 64;
@@ -253,10 +255,18 @@ __global__ void __launch_bounds__(kThreads, HN == 64 ? 4 : 1) flash_forward_kern
     }
 
     if constexpr (kDropout != Dropout::none) {  // the row sums above are of the undropped P, as softmax then dropout
+      uint32_t decisions[1] = {0};  // the tile's, bit 4 nt + e
+      const bool edge = k0 + BN > seq || q0 + BM > seq;  // elements outside the sequence
 #pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt)
-        drop_probabilities<kDropout>(sc[nt], p.dropout, bi, p.dropout_heads, p.dropout_first_head, h, seq, row_a,
-                                     row_b, k0 + nt * 8, tq);
+      for (int nt = 0; nt < BN / 8; ++nt) {
+        const uint32_t kept = drop_probabilities<kDropout>(sc[nt], p.dropout, bi, p.dropout_heads,
+                                                           p.dropout_first_head, h, seq, row_a, row_b, k0 + nt * 8, tq);
+        decisions[0] |= (edge ? decisions_in_range(kept, seq, row_a, row_b, k0 + nt * 8, tq) : kept) << (4 * nt);
+      }
+      if constexpr (HN == 64 && kDropout == Dropout::quads)  // the record follows the quads rule
+        if (p.dropout_record)
+          record_dropout_tile(decisions, p.dropout_record, p.key_blocks, gridDim.x,
+                              static_cast<int64_t>(bi) * p.heads + h, tile_m, k0, p.causal, warp, lane);
     }
 
     // O += P V (P from registers: the accumulator layout of two n-tiles is an A fragment)
@@ -322,6 +332,7 @@ struct BackwardParams {
 };
 
 constexpr int kBwdBlockN = 64;  // keys per block (16 per warp)
+int backward_key_blocks(const FlashAttentionArgs& a) { return static_cast<int>((a.seq + kBwdBlockN - 1) / kBwdBlockN); }
 
 template <int HN>
 __host__ __device__ constexpr int backward_block_m() { return HN <= 64 ? 64 : 32; }  // queries per inner tile
@@ -343,7 +354,8 @@ __device__ __forceinline__ void dropout_bit_position(int ql, int kl, int& thread
 }
 
 // Dropout::bits: every dropout decision of the backward's tiles, one kThreads-word record per
-// (batch, head, key block, query tile) in the backward's thread order (dropout_bit_position). One
+// (batch, head, key block, query tile) in the backward's thread order (dropout_bit_position), stored
+// as flash_dropout.cuh's four byte planes (the layout the forwards record too). One
 // block per tile; each thread draws Philox blocks of four keys of a query (the quads rule: needs seq
 // and the stream offset multiples of 4) and sets the kept elements' bits in shared memory. Tiles the
 // causal backward never visits are skipped.
@@ -374,7 +386,9 @@ __global__ void __launch_bounds__(kThreads) flash_dropout_bits_kernel(DropoutRul
   }
   __syncthreads();
   const int64_t record = (static_cast<int64_t>(bh) * gridDim.y + kb) * gridDim.x + i;
-  bits[record * kThreads + threadIdx.x] = words[threadIdx.x];
+  unsigned char* planes = reinterpret_cast<unsigned char*>(bits + record * kThreads);  // flash_dropout.cuh's planes
+#pragma unroll
+  for (int w = 0; w < 4; ++w) planes[w * kThreads + threadIdx.x] = static_cast<unsigned char>(words[threadIdx.x] >> (8 * w));
 }
 
 // The backward's per-query statistics, [b, h, seq_pad] each with seq_pad = seq rounded up to
@@ -605,7 +619,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_kernel(BackwardParams
     // that cross the diagonal or the sequence end, or with padding / documents, test each element.
     const bool need_mask = key0 + BK > seq || (p.causal && key0 + BK - 1 > q0) || mask_row != nullptr || docs;
     uint32_t kept_bits = 0;  // Dropout::bits: bit nt 4 + e of this thread's word
-    if constexpr (kDropout == Dropout::bits) kept_bits = sBits[stage * kThreads + threadIdx.x];
+    if constexpr (kDropout == Dropout::bits)
+      kept_bits = dropout_record_word(reinterpret_cast<const unsigned char*>(sBits + stage * kThreads), threadIdx.x);
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt) {
       // the two queries of this lane's columns: log-sum-exp and D of query nt 8 + 2 tq and the next
@@ -752,6 +767,8 @@ void launch_forward(const void* qkv, const uint8_t* mask, const FlashAttentionAr
   (void)configured;
   ForwardParams p;
   set_dropout(p, a);
+  p.dropout_record = a.dropout_record;
+  p.key_blocks = backward_key_blocks(a);
   p.qkv = qkv, p.mask = mask, p.documents = a.document_ids, p.out = out, p.lse = lse;
   p.seq = static_cast<int>(a.seq), p.batch = static_cast<int>(a.batch);
   p.heads = static_cast<int>(a.num_heads), p.groups = static_cast<int>(a.num_query_groups);
@@ -779,9 +796,8 @@ size_t stats_bytes(const FlashAttentionArgs& a) {
 
 // The backward draws its dropout decisions in a kernel of their own (Dropout::bits) where the quads
 // rule applies: the words follow the statistics in the scratch.
-int backward_key_blocks(const FlashAttentionArgs& a) { return static_cast<int>((a.seq + kBwdBlockN - 1) / kBwdBlockN); }
 size_t dropout_bits_bytes(const FlashAttentionArgs& a, int block_m) {
-  if (!uses_dropout_bits(a)) return 0;
+  if (!uses_dropout_bits(a) || a.dropout_record) return 0;  // a forward record replaces the bits
   const size_t query_tiles = static_cast<size_t>((a.seq + block_m - 1) / block_m);
   return static_cast<size_t>(a.batch * a.num_heads) * backward_key_blocks(a) * query_tiles * kThreads *
          sizeof(uint32_t);
@@ -835,8 +851,8 @@ void launch_backward(const void* dout, const void* qkv, const void* out, const f
   constexpr int BQ = backward_block_m<HN>();
   const int query_tiles = static_cast<int>((a.seq + BQ - 1) / BQ);
   p.key_blocks = backward_key_blocks(a), p.query_tiles = query_tiles;
-  p.dropout_bits = nullptr;
-  if (uses_dropout_bits(a)) {
+  p.dropout_bits = a.dropout_record;  // the forward's decisions where it recorded them
+  if (uses_dropout_bits(a) && !a.dropout_record) {
     auto* bits = reinterpret_cast<uint32_t*>(static_cast<char*>(scratch) + dq_accum_bytes(a) + 2 * stats_bytes(a));
     const dim3 bits_grid(static_cast<unsigned>(query_tiles), static_cast<unsigned>(p.key_blocks),
                          static_cast<unsigned>(a.batch * a.num_heads));
@@ -911,9 +927,21 @@ bool flash_attention_kernel_exists(DType t, int64_t head_dim) {
   return (t == DType::bf16 || t == DType::f16) && (head_dim == 64 || head_dim == 128);
 }
 
+size_t flash_attention_dropout_record_bytes(const FlashAttentionArgs& a) {
+  // The record is the head_dim-64 backward's Dropout::bits words (64-query tiles), which both forward
+  // kernels (64-query tiles, 16 rows a warp) write.
+  if (a.head_dim != 64 || !uses_dropout_bits(a)) return 0;
+  const size_t query_tiles = static_cast<size_t>((a.seq + kFwdBlockM - 1) / kFwdBlockM);
+  static_assert(kFwdBlockM == backward_block_m<64>() && kDropoutRecordWords == kThreads, "the record's tiles");
+  return static_cast<size_t>(a.batch * a.num_heads) * backward_key_blocks(a) * query_tiles * kDropoutRecordWords *
+         sizeof(uint32_t);
+}
+
 void flash_attention_forward(DType t, const void* qkv, const uint8_t* key_padding_mask, const FlashAttentionArgs& a,
                              void* out, float* lse, cudaStream_t s) {
   if (a.seq == 0 || a.batch == 0) return;
+  TESSERA_CHECK(!a.dropout_record || flash_attention_dropout_record_bytes(a) > 0,
+                "flash_attention_forward: a dropout record where the kernels keep none");
 #ifdef TESSERA_HAVE_WGMMA
   if (hopper::flash_forward_wgmma_applies(t, a)) return hopper::flash_forward_wgmma(t, qkv, key_padding_mask, a, out, lse, s);
 #endif
@@ -931,6 +959,8 @@ void flash_attention_backward(DType t, const void* dout, const void* qkv, const 
                               const uint8_t* key_padding_mask, const FlashAttentionArgs& a, void* dqkv, void* scratch,
                               cudaStream_t s) {
   if (a.seq == 0 || a.batch == 0) return;
+  TESSERA_CHECK(!a.dropout_record || flash_attention_dropout_record_bytes(a) > 0,
+                "flash_attention_backward: a dropout record where the kernels keep none");
   dispatch(t, a.head_dim, [&](auto tag, auto hn) {
     launch_backward<decltype(tag), decltype(hn)::value>(dout, qkv, out, lse, key_padding_mask, a, dqkv, scratch, s);
   });

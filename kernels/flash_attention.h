@@ -36,6 +36,10 @@ struct FlashAttentionArgs {
   // the unfused attention's [b, dropout_heads, s, s] probs index, so the masks are the CPU's.
   DropoutArgs dropout;
   int64_t dropout_heads = 0, dropout_first_head = 0;  // dropout_heads 0: num_heads
+  // The dropout decisions as the forward records them for the backward (flash_attention_dropout_record_bytes
+  // of device memory, null: none): the forward writes them, the backward reads them instead of drawing
+  // them again (set the same pointer for both).
+  uint32_t* dropout_record = nullptr;
 };
 
 // True for the storage dtypes and head dims the kernels are built for (bf16/f16; 64, 128).
@@ -45,9 +49,14 @@ bool flash_attention_kernel_exists(DType t, int64_t head_dim);
 void flash_attention_forward(DType t, const void* qkv, const uint8_t* key_padding_mask, const FlashAttentionArgs& a,
                              void* out, float* lse, cudaStream_t s);
 
+// Bytes of the forward's dropout record (head_dim 64 with attention dropout where keys 4j..4j+3 of a
+// row share a Philox block: seq and the stream offset multiples of 4), 0 where the kernels keep none
+// (the backward then draws the decisions itself). 4 bytes per 32 probabilities of the tiles the
+// backward visits.
+size_t flash_attention_dropout_record_bytes(const FlashAttentionArgs& a);
 // Device scratch the backward needs: an fp32 dq accumulator [s, b, na, hn], per-query statistics (D =
-// rowsum(dout * out), the log-sum-exp in the log2 domain) and, with attention dropout, its decisions
-// as bits (4 bytes per 32 probabilities of the tiles the backward visits).
+// rowsum(dout * out), the log-sum-exp in the log2 domain) and, with attention dropout and no forward
+// record, its decisions as bits (4 bytes per 32 probabilities of the tiles the backward visits).
 size_t flash_attention_backward_scratch_bytes(const FlashAttentionArgs& a);
 // dqkv [s, b, (na + 2 ng) hn] is overwritten (dk/dv of a group summed over its heads).
 void flash_attention_backward(DType t, const void* dout, const void* qkv, const void* out, const float* lse,

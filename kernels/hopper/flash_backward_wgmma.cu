@@ -30,6 +30,8 @@ constexpr int kTileBytes = kBK * kHN * 2;  // every tile: 64 rows x 64 elements 
 // words, alignment slack.
 constexpr int kSmemBytes = 7 * kTileBytes + 4 * kBQ * 4 + 2 * kThreads * 4 + 1024;
 
+static_assert(kThreads == kDropoutRecordWords, "a thread reads its word of each dropout record");
+
 struct Params {
   BackwardArgs in;  // the tensors, the statistics and the dropout words (flash_wgmma.h)
   int seq, batch, heads, groups;
@@ -145,7 +147,8 @@ __global__ void __launch_bounds__(kThreads) flash_backward_wgmma_kernel(Params p
     // P^T (masked keys, causal, queries without keys -> 0) and dS^T = P^T (dP^T - D)
     const bool need_mask = key0 + BK > seq || (p.causal && key0 + BK - 1 > q0) || mask_row != nullptr;
     uint32_t kept_bits = 0;  // Dropout::bits: bit nt 4 + e of this thread's word
-    if constexpr (kDropout == Dropout::bits) kept_bits = sBits[stage * kThreads + threadIdx.x];
+    if constexpr (kDropout == Dropout::bits)
+      kept_bits = dropout_record_word(reinterpret_cast<const unsigned char*>(sBits + stage * kThreads), threadIdx.x);
 #pragma unroll
     for (int nt = 0; nt < BQ / 8; ++nt) {
       const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + nt * 8 + 2 * tq);

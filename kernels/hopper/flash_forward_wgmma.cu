@@ -5,7 +5,8 @@
 // kernels/flash_attention.cu, then O += P V with P from registers and V read transposed from shared
 // memory. Q, K and V tiles are 128-byte swizzled (kernels/hopper/wgmma.cuh) and stream through a
 // two-stage cp.async pipeline. Attention dropout drops P after the row sums, before P V, with the
-// mma.sync kernel's decisions (kernels/flash_dropout.cuh: the accumulator layouts are the same). The
+// mma.sync kernel's decisions (kernels/flash_dropout.cuh: the accumulator layouts are the same), and
+// records them for the backward where asked (FlashAttentionArgs::dropout_record). The
 // same results as flash_forward_kernel up to fp32 summation order (gpu_flash_attention_parity_test
 // checks both against the CPU).
 #include <cuda_bf16.h>
@@ -46,6 +47,8 @@ struct Params {
   float scale_log2;
   DropoutRule dropout;  // Dropout::quads / elements kernels only
   int dropout_heads, dropout_first_head;
+  uint32_t* dropout_record;  // FlashAttentionArgs::dropout_record (HN 64), or null
+  int key_blocks;            // of the record: 64-key blocks
 };
 
 template <typename T, int HN, Dropout kDropout>
@@ -160,10 +163,19 @@ __global__ void __launch_bounds__(kThreads) flash_forward_wgmma_kernel(Params p)
     }
 
     if constexpr (kDropout != Dropout::none) {  // the row sums above are of the undropped P, as softmax then dropout
+      uint32_t decisions[BN / 64] = {};  // 64-key block nt / 8's, bit 4 (nt % 8) + e
+      const bool edge = k0 + BN > seq || q0 + BM > seq;  // elements outside the sequence
 #pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt)
-        drop_probabilities<kDropout>(&s[4 * nt], p.dropout, bi, p.dropout_heads, p.dropout_first_head, h, seq, row_a,
-                                     row_b, k0 + nt * 8, tq);
+      for (int nt = 0; nt < BN / 8; ++nt) {
+        const uint32_t kept = drop_probabilities<kDropout>(&s[4 * nt], p.dropout, bi, p.dropout_heads,
+                                                           p.dropout_first_head, h, seq, row_a, row_b, k0 + nt * 8, tq);
+        decisions[nt / 8] |= (edge ? decisions_in_range(kept, seq, row_a, row_b, k0 + nt * 8, tq) : kept)
+                             << (4 * (nt % 8));
+      }
+      if constexpr (HN == 64 && kDropout == Dropout::quads)  // the record follows the quads rule
+        if (p.dropout_record)
+          record_dropout_tile(decisions, p.dropout_record, p.key_blocks, gridDim.x,
+                              static_cast<int64_t>(bi) * p.heads + h, tile_m, k0, p.causal, warp, lane);
     }
 
     // O += P V: P's accumulator layout over two column chunks is a k16 A fragment
@@ -228,6 +240,8 @@ void launch(const void* qkv, const uint8_t* mask, const FlashAttentionArgs& a, v
   p.causal = a.causal;
   p.scale_log2 = a.softmax_scale * kLog2e;
   set_dropout(p, a);
+  p.dropout_record = a.dropout_record;
+  p.key_blocks = static_cast<int>((a.seq + 63) / 64);
   const dim3 grid(static_cast<unsigned>((a.seq + kBlockM - 1) / kBlockM), static_cast<unsigned>(a.num_heads),
                   static_cast<unsigned>(a.batch));
   if (a.dropout.p <= 0.0) flash_forward_wgmma_kernel<T, HN, Dropout::none><<<grid, kThreads, smem, stream>>>(p);

@@ -350,6 +350,43 @@ void run_flash_dropout(DType t, int64_t hn, int64_t s, int64_t b, int64_t na, in
   const double e_dv =
       compare("dv", t, hn, "dropout", name, g_dqkv, r_dqkv, [&](size_t i) { return column_kind(i) == 2; });
   std::fprintf(log, "%-58s out %.2e dq %.2e dk %.2e dv %.2e\n", name, e_out, e_dq, e_dk, e_dv);
+
+  // The forward's record of its decisions (head_dim 64, seq a multiple of 4): its size, and the
+  // backward reading it instead of drawing the decisions: out, dk and dv bitwise those of the run
+  // above (dq's atomics add in any order: against the CPU), dq against the CPU.
+  const int64_t words = ops::flash_attention_dropout_record_words(d_qkv->tensor, p);
+  const int64_t tiles = (s + 63) / 64;
+  const int64_t expected_words = hn == 64 && s % 4 == 0 ? b * na * tiles * tiles * 128 : 0;
+  if (words != expected_words) {
+    std::printf("FAIL %s: flash_attention_dropout_record_words %lld, expected %lld\n", name,
+                static_cast<long long>(words), static_cast<long long>(expected_words));
+    ++failures;
+  }
+  if (words == 0) return;
+  auto d_record = output(DType::i32, {words});
+  auto d_out2 = output(t, out_shape);
+  auto d_lse2 = output(DType::f32, {b, na, s});
+  auto d_dqkv2 = output(t, qkv_shape);
+  ops::flash_attention_forward(d_qkv->tensor, gpu_mask, p, d_out2->tensor, d_lse2->tensor, &stream, d_record->tensor);
+  ops::flash_attention_backward(d_dout->tensor, d_qkv->tensor, d_out2->tensor, d_lse2->tensor, gpu_mask, p,
+                                d_dqkv2->tensor, &stream, d_record->tensor);
+  const auto g_out2 = download(*d_out2, std::string("out (recorded) ") + name);
+  const auto g_dqkv2 = download(*d_dqkv2, std::string("dqkv (recorded) ") + name);
+  int64_t differ = 0;
+  for (size_t i = 0; i < g_out.size(); ++i) differ += std::memcmp(&g_out[i], &g_out2[i], sizeof(float)) != 0;
+  for (size_t i = 0; i < g_dqkv.size(); ++i)
+    if (column_kind(i) != 0) differ += std::memcmp(&g_dqkv[i], &g_dqkv2[i], sizeof(float)) != 0;
+  if (differ > 0) {
+    std::printf("FAIL %s: with the forward's dropout record, %lld elements of out / dk / dv differ\n", name,
+                static_cast<long long>(differ));
+    ++failures;
+  }
+  const double e_dq2 = compare("dq", t, hn, "dropout-record", name, g_dqkv2, r_dqkv,
+                               [&](size_t i) { return column_kind(i) == 0; }, floor);
+  const double e_dk2 = compare("dk", t, hn, "dropout-record", name, g_dqkv2, r_dqkv,
+                               [&](size_t i) { return column_kind(i) == 1; }, floor);
+  std::fprintf(log, "%-58s recorded: dq %.2e dk %.2e, %lld differing out/dk/dv elements\n", name, e_dq2, e_dk2,
+               static_cast<long long>(differ));
 }
 
 // ---- timing ------------------------------------------------------------------------------------
@@ -391,7 +428,8 @@ double median_ms(F&& f) {
 }
 
 // documents > 0: the fused kernels with that many equal documents per sequence (tiles skipped).
-// dropout > 0: the fused kernels with attention dropout (Philox per element inside the kernels).
+// dropout > 0: the fused kernels with attention dropout (Philox inside the forward, which records its
+// decisions for the backward where it can).
 void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn, int64_t documents = 0,
                 double dropout = 0.0) {
   const DType t = DType::bf16;
@@ -408,12 +446,17 @@ void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn,
     ids[i] = documents > 0 ? static_cast<int32_t>(static_cast<int64_t>(i) % s * documents / s) : 0;
   DeviceTensor d_ids(DType::i32, {b, s}, ids.data());
   if (documents > 0) p.document_ids = d_ids.tensor;
+  // Attention dropout: with the forward's record of its decisions, as the training step runs it.
+  const int64_t record_words = ops::flash_attention_dropout_record_words(qkv->tensor, p);
+  auto record = record_words > 0 ? output(DType::i32, {record_words}) : nullptr;
+  const Tensor record_tensor = record ? record->tensor : Tensor();
   const double fwd_flops = 4.0 * b * na * s * s * hn / 2, bwd_flops = 2.5 * fwd_flops;
-  const double f_ms = median_ms(
-      [&] { ops::flash_attention_forward(qkv->tensor, Tensor(), p, out->tensor, lse->tensor, &dropout_stream); });
+  const double f_ms = median_ms([&] {
+    ops::flash_attention_forward(qkv->tensor, Tensor(), p, out->tensor, lse->tensor, &dropout_stream, record_tensor);
+  });
   const double b_ms = median_ms([&] {
     ops::flash_attention_backward(dout->tensor, qkv->tensor, out->tensor, lse->tensor, Tensor(), p, dqkv->tensor,
-                                  &dropout_stream);
+                                  &dropout_stream, record_tensor);
   });
   download(*dqkv, std::string("timing dqkv ") + label);
   double uf_ms = -1, ub_ms = -1;
@@ -487,7 +530,7 @@ int main(int argc, char** argv) {
             for (double dropout : {0.0, 0.1}) run_unfused_documents(t, s, 3, 4, 2, 64, causal, padding, dropout, log);
     for (DType t : {DType::bf16, DType::f16})
       for (int64_t hn : {64, 128})
-        for (int64_t s : {17, 128, 257})
+        for (int64_t s : {17, 128, 257, 260})
           for (bool causal : {true, false})
             for (bool padding : {false, true}) {
               run_flash_dropout(t, hn, s, 2, 4, 2, causal, padding, false, log);

@@ -78,7 +78,9 @@ Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64
     saved.lse = arena.allocate(DType::f32, {batch, p.num_heads, seq});
     saved.key_padding_mask = key_padding_mask;
     const RandomStream stream = dropout_stream(dropout);
-    ops::flash_attention_forward(qkv, key_padding_mask, p, saved.context, saved.lse, &stream);
+    const int64_t record_words = ops::flash_attention_dropout_record_words(qkv, p);
+    saved.dropout_record = record_words > 0 ? arena.allocate(DType::i32, {record_words}) : Tensor();
+    ops::flash_attention_forward(qkv, key_padding_mask, p, saved.context, saved.lse, &stream, saved.dropout_record);
   } else {
     saved.lse = Tensor();
     saved.key_padding_mask = scratch.drop_recomputable ? key_padding_mask : Tensor();
@@ -107,10 +109,10 @@ Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, in
   Tensor dcontext = proj_.backward(arena, dout, context);
   Tensor dqkv = arena.allocate(dout.dtype(), {seq, batch, saved.qkv.dim(1)});
   if (saved.lse.defined()) {
-    const RandomStream stream = dropout_stream(dropout);  // the forward's masks again
+    const RandomStream stream = dropout_stream(dropout);  // the forward's masks again (or its record of them)
     ops::flash_attention_backward(dcontext.view({seq, batch, local_hidden}),
                                   saved.qkv.view({seq, batch, saved.qkv.dim(1)}), saved.context, saved.lse,
-                                  saved.key_padding_mask, p, dqkv, &stream);
+                                  saved.key_padding_mask, p, dqkv, &stream, saved.dropout_record);
   } else
     ops::attention_backward(dcontext.view({seq, batch, local_hidden}), saved.qkv.view({seq, batch, saved.qkv.dim(1)}),
                             saved.probs.data() ? saved.probs : recompute_probs(arena, seq, batch, dropout, saved), p,

@@ -49,6 +49,9 @@ class SelfAttention {
     // Fused (flash) attention on CUDA bf16/f16 without dropout: lse f32 [b, na, s] instead of probs,
     // and the forward's key padding mask (must stay alive until backward) to re-mask the keys.
     Tensor lse, key_padding_mask;
+    // Fused attention with dropout where the kernels record it: the forward's dropout decisions
+    // (ops::flash_attention_dropout_record_words), read by the backward instead of drawn again.
+    Tensor dropout_record;
     Tensor positions;  // RoPE: the forward's position ids (i32 [s*b] or undefined), for backward
     Tensor document_ids;  // the forward's document ids (i32 [b, s] or undefined), for backward
   };

@@ -73,6 +73,15 @@ void check_mask(const char* op, const Tensor& key_padding_mask, const cpu::Atten
                   (std::string(op) + ": key_padding_mask (u8 [b, s], 1 = attend)").c_str());
 }
 
+void check_dropout_record(const char* op, const Tensor& qkv, const AttentionParams& params, const Tensor& record) {
+  if (!record.defined()) return;
+  const int64_t words = flash_attention_dropout_record_words(qkv, params);
+  TESSERA_CHECK(words > 0, op, ": a dropout_record where the kernels keep none (qkv ", qkv.describe(), ", dropout ",
+                params.dropout, ", head_dim ", params.head_dim, "); pass an undefined tensor");
+  expect_tensor(record, DType::i32, {words},
+                (std::string(op) + ": dropout_record (i32 [flash_attention_dropout_record_words])").c_str());
+}
+
 const uint8_t* mask_data(const Tensor& key_padding_mask) {
   return key_padding_mask.defined() ? static_cast<const uint8_t*>(key_padding_mask.data()) : nullptr;
 }
@@ -178,17 +187,28 @@ bool flash_attention_supported(const Tensor& qkv, const AttentionParams& params)
 #endif
 }
 
+int64_t flash_attention_dropout_record_words(const Tensor& qkv, const AttentionParams& params) {
+  if (params.dropout <= 0.0 || !flash_attention_supported(qkv, params)) return 0;
+#ifdef TESSERA_HAVE_CUDA
+  return cuda::flash_attention_dropout_record_words(qkv, params);
+#else
+  return 0;
+#endif
+}
+
 void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
-                             const Tensor& out, const Tensor& lse, const RandomStream* dropout_stream) {
+                             const Tensor& out, const Tensor& lse, const RandomStream* dropout_stream,
+                             const Tensor& dropout_record) {
   const char* op = "flash_attention_forward";
   const cpu::AttentionDims d = flash_dims(op, qkv, params, dropout_stream);
   expect_tensor(out, qkv.dtype(), {d.seq, d.batch, d.num_heads * d.head_dim}, "flash_attention_forward: out");
   check_lse(op, qkv, d, lse);
   check_mask(op, key_padding_mask, d);
   check_document_ids(op, params, d.batch, d.seq, qkv.device());
-  if (detail::runs_on_cuda(op, {&qkv, &key_padding_mask, &params.document_ids, &out, &lse})) {
+  check_dropout_record(op, qkv, params, dropout_record);
+  if (detail::runs_on_cuda(op, {&qkv, &key_padding_mask, &params.document_ids, &out, &lse, &dropout_record})) {
 #ifdef TESSERA_HAVE_CUDA
-    return cuda::flash_attention_forward(qkv, key_padding_mask, params, out, lse, dropout_stream);
+    return cuda::flash_attention_forward(qkv, key_padding_mask, params, out, lse, dropout_stream, dropout_record);
 #endif
   }
   if (detail::is_half(qkv.dtype())) {  // bf16 / f16 storage on the CPU: f32 compute
@@ -206,7 +226,7 @@ void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, 
 
 void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                               const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv,
-                              const RandomStream* dropout_stream) {
+                              const RandomStream* dropout_stream, const Tensor& dropout_record) {
   const char* op = "flash_attention_backward";
   const cpu::AttentionDims d = flash_dims(op, qkv, params, dropout_stream);
   const Shape out_shape{d.seq, d.batch, d.num_heads * d.head_dim};
@@ -218,9 +238,12 @@ void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tenso
   detail::require_same_shape(op, qkv, "qkv", dqkv, "dqkv");
   detail::require_same_dtype(op, qkv, "qkv", dqkv, "dqkv");
   TESSERA_CHECK(dqkv.data() != qkv.data() || qkv.numel() == 0, op, ": dqkv must not alias qkv");
-  if (detail::runs_on_cuda(op, {&dout, &qkv, &out, &lse, &key_padding_mask, &params.document_ids, &dqkv})) {
+  check_dropout_record(op, qkv, params, dropout_record);
+  if (detail::runs_on_cuda(op, {&dout, &qkv, &out, &lse, &key_padding_mask, &params.document_ids, &dqkv,
+                                &dropout_record})) {
 #ifdef TESSERA_HAVE_CUDA
-    return cuda::flash_attention_backward(dout, qkv, out, lse, key_padding_mask, params, dqkv, dropout_stream);
+    return cuda::flash_attention_backward(dout, qkv, out, lse, key_padding_mask, params, dqkv, dropout_stream,
+                                          dropout_record);
 #endif
   }
   if (detail::is_half(qkv.dtype())) {

@@ -56,22 +56,36 @@ const uint8_t* mask_pointer(const Tensor& key_padding_mask) {
   return key_padding_mask.defined() ? static_cast<const uint8_t*>(key_padding_mask.data()) : nullptr;
 }
 
+uint32_t* record_pointer(const Tensor& dropout_record) {
+  return dropout_record.defined() ? static_cast<uint32_t*>(dropout_record.data()) : nullptr;
+}
+
 }  // namespace
 
+int64_t flash_attention_dropout_record_words(const Tensor& qkv, const AttentionParams& params) {
+  const RandomStream any(0, 0);  // the record's size does not depend on the stream's key
+  const kernels::FlashAttentionArgs a =
+      kernel_args("flash_attention_dropout_record_words", qkv, params, params.dropout > 0.0 ? &any : nullptr, {});
+  return static_cast<int64_t>(kernels::flash_attention_dropout_record_bytes(a) / sizeof(uint32_t));
+}
+
 void flash_attention_forward(const Tensor& qkv, const Tensor& key_padding_mask, const AttentionParams& params,
-                             const Tensor& out, const Tensor& lse, const RandomStream* dropout_stream) {
+                             const Tensor& out, const Tensor& lse, const RandomStream* dropout_stream,
+                             const Tensor& dropout_record) {
   const char* op = "flash_attention_forward";
-  const kernels::FlashAttentionArgs a = kernel_args(op, qkv, params, dropout_stream, {{&qkv, "qkv"}, {&out, "out"}});
+  kernels::FlashAttentionArgs a = kernel_args(op, qkv, params, dropout_stream, {{&qkv, "qkv"}, {&out, "out"}});
+  a.dropout_record = record_pointer(dropout_record);
   kernels::flash_attention_forward(qkv.dtype(), qkv.data(), mask_pointer(key_padding_mask), a, out.data(),
                                    static_cast<float*>(lse.data()), CudaContext::get().stream());
 }
 
 void flash_attention_backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& lse,
                               const Tensor& key_padding_mask, const AttentionParams& params, const Tensor& dqkv,
-                              const RandomStream* dropout_stream) {
+                              const RandomStream* dropout_stream, const Tensor& dropout_record) {
   const char* op = "flash_attention_backward";
   kernels::FlashAttentionArgs a = kernel_args(op, qkv, params, dropout_stream,
                                               {{&qkv, "qkv"}, {&dout, "dout"}, {&out, "out"}, {&dqkv, "dqkv"}});
+  a.dropout_record = record_pointer(dropout_record);
   if (a.seq == 0 || a.batch == 0) return;
   a.deterministic = deterministic_mode();
   CudaContext& context = CudaContext::get();
