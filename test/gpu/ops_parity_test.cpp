@@ -251,6 +251,14 @@ void test_linear() {
       std::vector<float> ref_out(rows * out_f);
       ops::linear_forward(cpu(x, {rows, in_f}), cpu(w, {out_f, in_f}), cpu(b, {out_f}), cpu(ref_out, {rows, out_f}));
       compare("linear_forward", t, download(*dout, "linear_forward"), ref_out, 1, t);
+      // With a residual added in the GEMM (beta = 1): the CPU's f32 sum rounded once.
+      auto res = randn(rows * out_f, 2.0f, t);
+      std::unique_ptr<DeviceTensor> dres(upload(res, t, {rows, out_f})), dres_out(upload(dy, t, {rows, out_f}));
+      ops::linear_residual_forward(dx->tensor, dw->tensor, db->tensor, dres->tensor, dres_out->tensor);
+      std::vector<float> ref_res_out(rows * out_f);
+      ops::linear_residual_forward(cpu(x, {rows, in_f}), cpu(w, {out_f, in_f}), cpu(b, {out_f}), cpu(res, {rows, out_f}),
+                                   cpu(ref_res_out, {rows, out_f}));
+      compare("linear_residual_forward", t, download(*dres_out, "linear_residual_forward"), ref_res_out, 1, t);
       auto gw = randn(out_f * in_f, 1.0f, DType::f32), gb = randn(out_f, 1.0f, DType::f32);  // main grads (beta = 1)
       std::unique_ptr<DeviceTensor> dgw(upload(gw, DType::f32, {out_f, in_f})), dgb(upload(gb, DType::f32, {out_f}));
       ops::linear_backward(dy_d->tensor, dx->tensor, dw->tensor, ddin->tensor, dgw->tensor, dgb->tensor);

@@ -12,7 +12,8 @@ MLP::MLP(ParameterStore& store, const std::string& name, int64_t hidden, int64_t
       fc1_(store, name + ".linear_fc1", hidden, (options.swiglu ? 2 : 1) * ffn_hidden, options.bias, init_std, tp),
       fc2_(store, name + ".linear_fc2", ffn_hidden, hidden, options.bias, output_init_std, tp) {}
 
-Tensor MLP::forward(Arena& arena, const Tensor& in, Saved& saved, const ForwardScratch& scratch) const {
+Tensor MLP::forward(Arena& arena, const Tensor& in, Saved& saved, const ForwardScratch& scratch,
+                    const Tensor& residual) const {
   Tensor activation;
   if (tanh_gelu()) {  // one GEMM writes the pre-activation and the GeLU where the backend can
     saved.fc1 = fc1_.forward_gelu(arena, scratch.for_recomputable(arena), in, saved.in, activation);
@@ -22,6 +23,7 @@ Tensor MLP::forward(Arena& arena, const Tensor& in, Saved& saved, const ForwardS
     activate(saved.fc1, activation);
   }
   saved.activation = scratch.drop_recomputable ? Tensor() : activation;
+  if (residual.defined()) return fc2_.forward(arena, activation, residual);
   return fc2_.forward(scratch.for_transient(arena), activation);
 }
 

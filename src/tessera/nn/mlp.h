@@ -27,7 +27,10 @@ class MLP {
   // scratch (nn/forward_scratch.h): fc2's output (dead after the caller's residual add) goes to its
   // transient arena; with drop_recomputable the activation output (GeLU or SwiGLU) too, not kept
   // (saved.activation undefined): backward computes it again from saved.fc1.
-  Tensor forward(Arena& arena, const Tensor& in, Saved& saved, const ForwardScratch& scratch = {}) const;
+  // residual (in's shape, or undefined): added to fc2's output in its GEMM (RowParallelLinear::forward);
+  // the result then lives in `arena`, not in scratch's transient arena.
+  Tensor forward(Arena& arena, const Tensor& in, Saved& saved, const ForwardScratch& scratch = {},
+                 const Tensor& residual = Tensor()) const;
   Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
   // For a fused decode step (nn::TransformerLayer): the linears and the activation.
   const ColumnParallelLinear& fc1() const { return fc1_; }

@@ -1,5 +1,6 @@
 #include "tessera/nn/parallel_linear.h"
 
+#include "tessera/ops/elementwise.h"
 #include "tessera/ops/half_compute.h"
 #include "tessera/ops/linear.h"
 #include "tessera/tensor_parallel/tp_mappings.h"
@@ -126,16 +127,19 @@ RowParallelLinear::RowParallelLinear(ParameterStore& store, const std::string& n
   if (bias) bias_ = store.add(name + ".bias", {out_features}, Init::zeros, 0.0, false, replicated);
 }
 
-Tensor RowParallelLinear::forward(Arena& arena, const Tensor& in) const {
+Tensor RowParallelLinear::forward(Arena& arena, const Tensor& in, const Tensor& residual) const {
   Tensor partial = arena.allocate(in.dtype(), {in.dim(0), out_features_});
   if (!tp_.enabled()) {  // exactly nn::Linear
-    ops::linear_forward(in, store_->value(weight_), bias_ >= 0 ? store_->value(bias_) : Tensor(), partial);
+    const Tensor bias = bias_ >= 0 ? store_->value(bias_) : Tensor();
+    if (residual.defined()) ops::linear_residual_forward(in, store_->value(weight_), bias, residual, partial);
+    else ops::linear_forward(in, store_->value(weight_), bias, partial);
     return partial;
   }
   ops::linear_forward(in, store_->value(weight_), Tensor(), partial);
   Tensor out = tp_.sequence_parallel ? parallel::reduce_scatter_to_sp_forward(arena, partial, tp_)
                                      : parallel::reduce_from_tp_forward(arena, partial, tp_);
   if (bias_ >= 0) add_bias_rows(out, store_->value(bias_));  // after the reduction: added once
+  if (residual.defined()) ops::add(out, residual, out);
   return out;
 }
 

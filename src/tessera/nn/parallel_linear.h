@@ -41,8 +41,9 @@ class RowParallelLinear {
  public:
   RowParallelLinear(ParameterStore& store, const std::string& name, int64_t in_features, int64_t out_features,
                     bool bias, double init_std, const parallel::TensorParallel& tp);
-  // in: [n, in/tp] -> [n, out] ([n/tp, out] under SP).
-  Tensor forward(Arena& arena, const Tensor& in) const;
+  // in: [n, in/tp] -> [n, out] ([n/tp, out] under SP). residual (that shape, or undefined): added to the
+  // output (without TP in the GEMM, one rounding: ops::linear_residual_forward; with TP after the reduction).
+  Tensor forward(Arena& arena, const Tensor& in, const Tensor& residual = Tensor()) const;
   // dout: forward's output shape; -> d(in) [n, in/tp].
   Tensor backward(Arena& arena, const Tensor& dout, const Tensor& in) const;
   // backward for an input in = gelu(pre_activation): -> d(pre_activation) [n, in/tp], the GeLU's

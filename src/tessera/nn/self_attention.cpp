@@ -65,7 +65,8 @@ RandomStream SelfAttention::dropout_stream(const DropoutContext& dropout) const 
 
 Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch,
                               const Tensor& key_padding_mask, const DropoutContext& dropout, Saved& saved,
-                              const Tensor& positions, const Tensor& document_ids, const ForwardScratch& scratch) const {
+                              const Tensor& positions, const Tensor& document_ids, const ForwardScratch& scratch,
+                              const Tensor& residual) const {
   auto p = params(dropout, document_ids);
   saved.document_ids = document_ids;
   saved.qkv = qkv_.forward(arena, in, saved.in);
@@ -88,7 +89,9 @@ Tensor SelfAttention::forward(Arena& arena, const Tensor& in, int64_t seq, int64
     ops::attention_forward(qkv, key_padding_mask, p, dropout_stream(dropout), saved.context, probs);
     saved.probs = scratch.drop_recomputable ? Tensor() : probs;
   }
-  return proj_.forward(scratch.for_transient(arena), saved.context.view({seq * batch, p.num_heads * p.head_dim}));
+  const Tensor context = saved.context.view({seq * batch, p.num_heads * p.head_dim});
+  if (residual.defined()) return proj_.forward(arena, context, residual);
+  return proj_.forward(scratch.for_transient(arena), context);
 }
 
 Tensor SelfAttention::recompute_probs(Arena& arena, int64_t seq, int64_t batch, const DropoutContext& dropout,

@@ -64,9 +64,12 @@ class SelfAttention {
   // scratch (nn/forward_scratch.h): the output projection's result (dead after the caller's residual
   // add) goes to its transient arena; with drop_recomputable the unfused path's probs too, not kept
   // (saved.probs undefined, saved.key_padding_mask set): backward recomputes them with the same masks.
+  // residual (the output's shape, or undefined): added to the output projection's result in its GEMM
+  // (RowParallelLinear::forward), which then lives in `arena`.
   Tensor forward(Arena& arena, const Tensor& in, int64_t seq, int64_t batch, const Tensor& key_padding_mask,
                  const DropoutContext& dropout, Saved& saved, const Tensor& positions = Tensor(),
-                 const Tensor& document_ids = Tensor(), const ForwardScratch& scratch = {}) const;
+                 const Tensor& document_ids = Tensor(), const ForwardScratch& scratch = {},
+                 const Tensor& residual = Tensor()) const;
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
                   const Saved& saved) const;
   // Generation (no dropout, no saved activations): in [t*b, h] for t new tokens per sequence at

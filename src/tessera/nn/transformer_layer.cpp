@@ -47,10 +47,19 @@ Tensor TransformerLayer::forward(Arena& arena, const Tensor& in, int64_t seq, in
   double p = dropout.training ? hidden_dropout_ : 0.0;
   auto offset = static_cast<uint64_t>(tp_.first_row(seq * batch) * in.dim(1));
   Tensor x = ln1_.forward(arena, in, saved.ln1);
-  Tensor a = attention_.forward(arena, x, seq, batch, key_padding_mask, dropout, saved.attention, positions,
-                                document_ids, scratch);
-  Tensor h = dropout_add(arena, a, in, p, dropout.stream(name_ + ".attention_output_dropout"), offset);
+  // Without hidden dropout the residual adds run in the output projections' GEMMs (one rounding).
+  const bool residual_in_gemm = p == 0.0;
+  Tensor h;
+  if (residual_in_gemm) {
+    h = attention_.forward(arena, x, seq, batch, key_padding_mask, dropout, saved.attention, positions, document_ids,
+                           scratch, in);
+  } else {
+    Tensor a = attention_.forward(arena, x, seq, batch, key_padding_mask, dropout, saved.attention, positions,
+                                  document_ids, scratch);
+    h = dropout_add(arena, a, in, p, dropout.stream(name_ + ".attention_output_dropout"), offset);
+  }
   Tensor y = ln2_.forward(arena, h, saved.ln2);
+  if (mlp_ && residual_in_gemm) return mlp_->forward(arena, y, saved.mlp, scratch, h);
   Tensor m = moe_ ? moe_->forward(arena, y, saved.moe) : mlp_->forward(arena, y, saved.mlp, scratch);
   return dropout_add(arena, m, h, p, dropout.stream(name_ + ".mlp_output_dropout"), offset);
 }

@@ -4,6 +4,7 @@
 
 #include "tessera/ops/activation.h"
 #include "tessera/ops/cpu/linear.h"
+#include "tessera/ops/elementwise.h"
 #include "tessera/ops/half_compute.h"
 #include "tessera/ops/cuda_dispatch.h"
 #include "tessera/ops/op_checks.h"
@@ -49,6 +50,23 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
     cpu::linear_forward<T>(in.data_as<T>(), weight.data_as<T>(), bias.defined() ? bias.data_as<T>() : nullptr, rows,
                            in_features, out_features, out.data_as<T>());
   });
+}
+
+void linear_residual_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual,
+                             const Tensor& out) {
+  const char* op = "linear_residual_forward";
+  detail::require_same_shape(op, out, "out", residual, "residual");
+  detail::require_same_dtype(op, out, "out", residual, "residual");
+  TESSERA_CHECK(residual.data() != out.data() || out.numel() == 0, op, ": residual must not be out itself");
+  if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute, one rounding
+    detail::compute_in_f32({in, weight, bias, residual, out}, {false, false, false, false, true},
+                           [&](const std::vector<Tensor>& t) { linear_residual_forward(t[0], t[1], t[2], t[3], t[4]); });
+    return;
+  }
+  if (detail::runs_on_cuda(op, {&in, &weight, &bias, &residual, &out}))
+    return TESSERA_CUDA_OP(linear_residual_forward(in, weight, bias, residual, out));
+  linear_forward(in, weight, bias, out);
+  add(out, residual, out);
 }
 
 void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& din,

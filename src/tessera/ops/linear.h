@@ -6,6 +6,13 @@
 namespace tessera::ops {
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& out);
+// out = residual + (in . weight^T + bias): a linear whose output joins a residual stream (a transformer
+// layer's attention and MLP outputs without hidden dropout), the sum rounded once to the storage dtype:
+// on CUDA the GEMM reads the residual as its C (beta = 1) where the GEMM library runs it (the few-row
+// GEMV path adds it in a second pass); the CPU computes in f32 for bf16/f16. residual: out's shape and
+// dtype, and not out itself.
+void linear_residual_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual,
+                             const Tensor& out);
 // din is overwritten (skipped when undefined); dweight and dbias accumulate (+=), which is
 // Megatron's gradient-accumulation fusion: micro-batches add straight into the main gradient.
 void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& din,

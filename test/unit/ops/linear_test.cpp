@@ -2,6 +2,8 @@
 // accumulate-vs-overwrite semantics and argument errors.
 #include "tessera/ops/linear.h"
 
+#include "tessera/ops/elementwise.h"
+
 #include "op_test_util.h"
 
 namespace tessera {
@@ -131,6 +133,45 @@ TEST(OpsLinear, ErrorsNameTheShapesAndTheDevice) {
   Tensor cuda_in(&fake, DType::f32, {2, 3}, Device::cuda(0));
   test::expect_error_containing([&] { ops::linear_forward(cuda_in, weight, Tensor(), out_ok); },
                                 {"linear_forward: tensors on different devices"});
+}
+
+TEST(OpsLinear, ResidualForwardAddsTheResidualBeforeRounding) {
+  const int64_t rows = 6, in_f = 24, out_f = 10;
+  auto fill = [&](DType t, const Shape& shape, uint64_t seed, double scale) {
+    OwnedTensor f(DType::f32, shape);
+    test::fill_normal(f, seed, scale);
+    OwnedTensor out(t, shape);
+    ops::copy(f, out);
+    return out;
+  };
+  auto as_f32 = [](const OwnedTensor& t) {
+    OwnedTensor f(DType::f32, t.tensor().shape());
+    ops::copy(t, f);
+    return f;
+  };
+  for (DType t : {DType::f32, DType::bf16}) {
+    OwnedTensor in = fill(t, {rows, in_f}, 41, 1.0), weight = fill(t, {out_f, in_f}, 42, 0.5),
+                bias = fill(t, {out_f}, 43, 1.0), residual = fill(t, {rows, out_f}, 44, 4.0);
+    OwnedTensor fused(t, {rows, out_f});
+    ops::linear_residual_forward(in, weight, bias, residual, fused);
+    // The f32 linear of the same (rounded) inputs plus the residual, rounded once to t.
+    OwnedTensor linear32(DType::f32, {rows, out_f});
+    ops::linear_forward(as_f32(in), as_f32(weight), as_f32(bias), linear32);
+    OwnedTensor fused32 = as_f32(fused), residual32 = as_f32(residual);
+    for (int64_t i = 0; i < rows * out_f; ++i) {
+      OwnedTensor one(DType::f32, {1}), rounded(t, {1}), back(DType::f32, {1});
+      one.at<float>(0) = linear32.at<float>(i) + residual32.at<float>(i);
+      ops::copy(one, rounded);
+      ops::copy(rounded, back);
+      EXPECT_EQ(fused32.at<float>(i), back.at<float>(0)) << dtype_name(t) << " element " << i;
+    }
+  }
+  OwnedTensor in(DType::f32, {rows, in_f}), weight(DType::f32, {out_f, in_f}), out(DType::f32, {rows, out_f}),
+      short_residual(DType::f32, {rows - 1, out_f});
+  test::expect_error_containing([&] { ops::linear_residual_forward(in, weight, Tensor(), short_residual, out); },
+                                {"linear_residual_forward", "residual"});
+  test::expect_error_containing([&] { ops::linear_residual_forward(in, weight, Tensor(), out, out); },
+                                {"linear_residual_forward: residual must not be out itself"});
 }
 
 }  // namespace

@@ -28,9 +28,8 @@ enum class ScratchSlot {
   flash_attention_backward = 3,
   reduction_partials = 4,  // deterministic mode: per-block partial sums of a scalar reduction
   embedding_sort = 5,      // deterministic mode: the embedding backward's sorted token ids
-  bias_grad = 6,           // linear_backward: the weight-gradient GEMM's fp32 bias-gradient epilogue output
-  column_sums = 7,         // bias-gradient column sums: per-chunk partial sums
-  count = 8
+  column_sums = 6,         // bias-gradient column sums: per-chunk partial sums
+  count = 7
 };
 
 // The column_sums scratch for kernels::column_sum_accumulate over [rows, cols] (null when it needs none).

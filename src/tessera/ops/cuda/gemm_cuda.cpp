@@ -3,9 +3,6 @@
 // Deterministic mode (ops/deterministic_mode.h): the heuristic may pick only algorithms without a
 // split-K reduction (CUBLASLT_REDUCTION_SCHEME_NONE: every dot product in one sequence), so a GEMM's
 // result does not depend on how partial products are combined; the mode is part of the plan key.
-// Bias gradient (gemm_with_bias_grad): CUBLASLT_EPILOGUE_BGRADB, because the row-major A (dout^T of
-// the weight-gradient GEMM) is cuBLASLt's B; it reduces op(B) over k into an fp32 vector of D's
-// column count. Shapes/dtypes whose heuristic offers no such algorithm are remembered as unsupported.
 // GeLU (gemm_gelu_aux, gemm_dgelu): cuBLASLt's GELU epilogues, the tanh approximation as ops::gelu;
 // the pre-activation ("aux") matrix has C's layout.
 #include "tessera/ops/cuda/gemm_cuda.h"
@@ -40,12 +37,11 @@ uint32_t pointer_alignment(const void* p) {
 using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
                            int64_t, int, int, int, uint32_t, uint32_t, uint32_t, uint32_t, bool>;
 
-enum Epilogue : int { kNoEpilogue = 0, kBias = 1, kBiasGradB = 2, kGeluAuxBias = 3, kGeluAux = 4, kDGelu = 5 };
+enum Epilogue : int { kNoEpilogue = 0, kBias = 1, kGeluAuxBias = 3, kGeluAux = 4, kDGelu = 5 };
 
 cublasLtEpilogue_t cublas_epilogue(int kind) {
   switch (kind) {
     case kBias: return CUBLASLT_EPILOGUE_BIAS;
-    case kBiasGradB: return CUBLASLT_EPILOGUE_BGRADB;
     case kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case kGeluAux: return CUBLASLT_EPILOGUE_GELU_AUX;
     case kDGelu: return CUBLASLT_EPILOGUE_DGELU;
@@ -53,7 +49,7 @@ cublasLtEpilogue_t cublas_epilogue(int kind) {
   }
 }
 
-bool has_bias(int kind) { return kind == kBias || kind == kBiasGradB || kind == kGeluAuxBias; }
+bool has_bias(int kind) { return kind == kBias || kind == kGeluAuxBias; }
 bool has_aux(int kind) { return kind == kGeluAuxBias || kind == kGeluAux || kind == kDGelu; }
 
 struct Plan {
@@ -92,7 +88,7 @@ std::optional<Plan> build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n,
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
   }
   if (has_bias(epilogue_kind)) {
-    const cudaDataType_t bias_type = epilogue_kind == kBiasGradB ? CUDA_R_32F : cuda_data_type(c);
+    const cudaDataType_t bias_type = cuda_data_type(c);
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                         sizeof(bias_type)));
   }
@@ -166,19 +162,21 @@ const Plan* find_plan(const GemmDesc& d, const void* a, const void* b, const voi
   return it->second ? &*it->second : nullptr;
 }
 
-void run_plan(const Plan& plan, float alpha, const void* a, const void* b, float beta, void* c) {
+void run_plan(const Plan& plan, float alpha, const void* a, const void* b, float beta, void* c, const void* c_in) {
   CudaContext& context = CudaContext::get();
-  TESSERA_CUBLAS_CHECK(cublasLtMatmul(context.lt(), plan.op, &alpha, b, plan.a, a, plan.b, &beta, c, plan.c, c,
-                                      plan.c, &plan.algo, context.workspace(), context.workspace_bytes(),
+  TESSERA_CUBLAS_CHECK(cublasLtMatmul(context.lt(), plan.op, &alpha, b, plan.a, a, plan.b, &beta, c_in ? c_in : c,
+                                      plan.c, c, plan.c, &plan.algo, context.workspace(), context.workspace_bytes(),
                                       context.stream()));
 }
 
 }  // namespace
 
-void gemm(const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c, const void* bias) {
+void gemm(const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c, const void* bias,
+          const void* c_in) {
   if (d.m == 0 || d.n == 0 || d.batch == 0) return;
   CudaContext& context = CudaContext::get();
   if (d.k == 0) {
+    TESSERA_CHECK(c_in == nullptr || c_in == c, "gemm with k = 0 and a separate C input is not supported");
     TESSERA_CHECK(beta == 0.0f || beta == 1.0f, "gemm with k = 0 supports beta 0 or 1 only");
     TESSERA_CHECK(bias == nullptr, "gemm with k = 0 and a bias is not supported");
     if (beta == 0.0f)
@@ -188,10 +186,12 @@ void gemm(const GemmDesc& d, float alpha, const void* a, const void* b, float be
                                              context.stream()));
     return;
   }
-  const Plan& plan = *find_plan(d, a, b, c, bias ? kBias : kNoEpilogue, bias, false);
+  // The plan's C alignment is the lesser of the output's and the separate input's (both in C's layout).
+  const void* c_alignment = c_in && pointer_alignment(c_in) < pointer_alignment(c) ? c_in : c;
+  const Plan& plan = *find_plan(d, a, b, c_alignment, bias ? kBias : kNoEpilogue, bias, false);
   if (bias)
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  run_plan(plan, alpha, a, b, beta, c);
+  run_plan(plan, alpha, a, b, beta, c, c_in);
 }
 
 namespace {
@@ -229,12 +229,6 @@ bool aux_usable(const GemmDesc& d, const void* aux) {
 }
 
 }  // namespace
-
-bool gemm_with_bias_grad(const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c,
-                         float* bias_grad) {
-  if (d.m == 0 || d.n == 0 || d.k == 0 || d.batch != 1 || !d.trans_a) return false;
-  return run_optional_epilogue(d, alpha, a, b, beta, c, kBiasGradB, bias_grad, nullptr);
-}
 
 bool gemm_gelu_aux(const GemmDesc& d, const void* a, const void* b, void* c, const void* bias, void* pre_activation) {
   if (!aux_usable(d, pre_activation)) return false;

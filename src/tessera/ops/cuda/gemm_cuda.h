@@ -22,17 +22,10 @@ struct GemmDesc {
   DType ab_dtype = DType::f32, c_dtype = DType::f32;
 };
 
-// bias (nullable): [n] of c_dtype, added to every row.
+// bias (nullable): [n] of c_dtype, added to every row. c_in (nullable): the C that beta scales, in c's
+// layout (c = alpha op(A) op(B) + beta c_in + bias: a residual added in the epilogue); null: c itself.
 void gemm(const GemmDesc& desc, float alpha, const void* a, const void* b, float beta, void* c,
-          const void* bias = nullptr);
-
-// The same GEMM (trans_a, batch 1: the weight-gradient shape C = A^T B) with bias_grad[n] (fp32,
-// device) OVERWRITTEN by the column sums of op(A)^T's rows, i.e. bias_grad[j] = sum_k A[k, j], in the
-// GEMM's epilogue (cuBLASLt BGRADB). Returns false without doing anything when cuBLASLt has no
-// algorithm for that epilogue on this shape / dtypes / alignment (the caller then runs the plain GEMM
-// and a column-sum kernel).
-bool gemm_with_bias_grad(const GemmDesc& desc, float alpha, const void* a, const void* b, float beta, void* c,
-                         float* bias_grad);
+          const void* bias = nullptr, const void* c_in = nullptr);
 
 // C = gelu(op(A) op(B) + bias) with pre_activation (C's layout and dtype) = op(A) op(B) + bias, in
 // one GEMM (cuBLASLt GELU_AUX_BIAS, or GELU_AUX when bias is null; the tanh GeLU as ops::gelu_forward).

@@ -49,8 +49,10 @@ void require_rows_like(const char* op, const Tensor& like, const Tensor& t, int6
 }  // namespace
 
 // ---- linear
-void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& out) {
-  const char* op = "linear_forward";
+namespace {
+// out = in . weight^T + bias (+ residual: the GEMM's C with beta = 1, one rounding).
+void linear_forward_into(const char* op, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                         const Tensor& residual, const Tensor& out) {
   require_storage_dtype(op, in, "in");
   TESSERA_CHECK(weight.ndim() == 2, op, ": weight must be [out_features, in_features], got ", weight.describe());
   const int64_t out_f = weight.dim(0), in_f = weight.dim(1);
@@ -65,10 +67,21 @@ void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, 
   if (kernels::skinny_linear_applies(in.dtype(), rows, in_f, in.data(), weight.data())) {
     kernels::skinny_linear_forward(in.dtype(), in.data(), weight.data(), bias.defined() ? bias.data() : nullptr, rows,
                                    out_f, in_f, out.data(), stream());
+    if (residual.defined()) add(out, residual, out);
     return;
   }
-  gemm(forward_gemm(rows, in_f, out_f, in.dtype()), 1.0f, in.data(), weight.data(), 0.0f, out.data(),
-       bias.defined() ? bias.data() : nullptr);
+  gemm(forward_gemm(rows, in_f, out_f, in.dtype()), 1.0f, in.data(), weight.data(), residual.defined() ? 1.0f : 0.0f,
+       out.data(), bias.defined() ? bias.data() : nullptr, residual.defined() ? residual.data() : nullptr);
+}
+}  // namespace
+
+void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& out) {
+  linear_forward_into("linear_forward", in, weight, bias, Tensor(), out);
+}
+
+void linear_residual_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual,
+                             const Tensor& out) {
+  linear_forward_into("linear_residual_forward", in, weight, bias, residual, out);
 }
 
 void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& din,
@@ -91,7 +104,6 @@ void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight,
     require_like_or_f32(op, in, "in", dbias, "dbias");
     TESSERA_CHECK(dbias.shape() == Shape{out_f}, op, ": dbias must be [", out_f, "] or undefined, got ", dbias.describe());
   }
-  bool dbias_done = false;
   if (has_dw) {
     detail::require_same_shape(op, weight, "weight", dweight, "dweight");
     require_like_or_f32(op, in, "in", dweight, "dweight");
@@ -100,20 +112,12 @@ void linear_backward(const Tensor& dout, const Tensor& in, const Tensor& weight,
     g.m = out_f, g.n = in_f, g.k = rows;
     g.lda = out_f, g.ldb = in_f, g.ldc = in_f;
     g.ab_dtype = in.dtype(), g.c_dtype = dweight.dtype();
-    // The bias gradient in the GEMM's epilogue (overwriting an fp32 scratch, then added into dbias)
-    // instead of a column-sum pass over dout. Deterministic mode keeps the fixed-order column sum:
-    // cuBLASLt does not document the epilogue's reduction order.
-    if (has_db && !deterministic_mode() && rows > 0) {
-      auto* partial = static_cast<float*>(
-          CudaContext::get().scratch(ScratchSlot::bias_grad, static_cast<size_t>(out_f) * sizeof(float)));
-      if (gemm_with_bias_grad(g, 1.0f, dout.data(), in.data(), 1.0f, dweight.data(), partial)) {
-        kernels::column_sum_accumulate(DType::f32, partial, 1, out_f, dbias.dtype(), dbias.data(), stream());
-        dbias_done = true;
-      }
-    }
-    if (!dbias_done) gemm(g, 1.0f, dout.data(), in.data(), 1.0f, dweight.data());
+    gemm(g, 1.0f, dout.data(), in.data(), 1.0f, dweight.data());
   }
-  if (has_db && !dbias_done)
+  // The bias gradient by the fixed-order column-sum kernels (bitwise the same every run). cuBLASLt's
+  // BGRADB epilogue ran a separate reduction kernel of its own that was slower (GPT-2 124M: 1.5-1.9%
+  // of a step, docs/training-performance.md).
+  if (has_db)
     kernels::column_sum_accumulate(in.dtype(), dout.data(), rows, out_f, dbias.dtype(), dbias.data(), stream(),
                                    column_sum_scratch(rows, out_f));
 }

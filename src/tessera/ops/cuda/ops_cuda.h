@@ -53,6 +53,8 @@ void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weig
                         const Tensor& residual_grad);
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& out);
+void linear_residual_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual,
+                             const Tensor& out);
 void linear_gelu_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& pre_activation,
                          const Tensor& out);
 void linear_backward_dgelu(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& pre_activation,
