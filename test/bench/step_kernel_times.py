@@ -78,6 +78,11 @@ def main():
     print("\nlongest kernel names (total ms in the step):")
     for n, d in sorted(by_name.items(), key=lambda kv: -kv[1])[:15]:
         print(f"  {d / 1e6:8.3f}  {n}")
+    other = sorted(((d, n) for n, d in by_name.items() if category_of(n) == "other"), reverse=True)
+    if other:
+        print("\nkernels in 'other' (total ms in the step):")
+        for d, n in other[:12]:
+            print(f"  {d / 1e6:8.3f}  {n}")
 
 
 if __name__ == "__main__":
