@@ -78,13 +78,7 @@ TEST(OpsLayerNorm, BackwardMatchesFiniteDifferencesAndAccumulates) {
 
 TEST(OpsLayerNorm, BackwardAddsTheResidualGradientBeforeRounding) {
   const int64_t rows = 6, hidden = 16;
-  auto fill = [&](DType t, const Shape& shape, uint64_t seed, double scale) {
-    OwnedTensor f(DType::f32, shape);
-    test::fill_normal(f, seed, scale);
-    OwnedTensor out(t, shape);
-    ops::copy(f, out);
-    return out;
-  };
+  auto fill = test::normal_tensor;
   for (DType t : {DType::f32, DType::bf16}) {
     OwnedTensor in = fill(t, {rows, hidden}, 21, 2.0), weight = fill(t, {hidden}, 22, 1.0),
                 bias = fill(t, {hidden}, 23, 1.0), dout = fill(t, {rows, hidden}, 24, 1.0),

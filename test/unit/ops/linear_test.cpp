@@ -2,8 +2,6 @@
 // accumulate-vs-overwrite semantics and argument errors.
 #include "tessera/ops/linear.h"
 
-#include "tessera/ops/elementwise.h"
-
 #include "op_test_util.h"
 
 namespace tessera {
@@ -137,13 +135,7 @@ TEST(OpsLinear, ErrorsNameTheShapesAndTheDevice) {
 
 TEST(OpsLinear, ResidualForwardAddsTheResidualBeforeRounding) {
   const int64_t rows = 6, in_f = 24, out_f = 10;
-  auto fill = [&](DType t, const Shape& shape, uint64_t seed, double scale) {
-    OwnedTensor f(DType::f32, shape);
-    test::fill_normal(f, seed, scale);
-    OwnedTensor out(t, shape);
-    ops::copy(f, out);
-    return out;
-  };
+  auto fill = test::normal_tensor;
   auto as_f32 = [](const OwnedTensor& t) {
     OwnedTensor f(DType::f32, t.tensor().shape());
     ops::copy(t, f);

@@ -13,6 +13,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/rng.h"
 #include "tessera/core/tensor.h"
+#include "tessera/ops/elementwise.h"
 
 namespace tessera::test {
 
@@ -43,6 +44,15 @@ inline void fill_normal(const OwnedTensor& t, uint64_t stream, double scale = 1.
     if (t.tensor().dtype() == DType::f64) t.at<double>(i) = v;
     else t.at<float>(i) = static_cast<float>(v);
   }
+}
+
+// A tensor of dtype t (f32 / f64 or a storage dtype) holding fill_normal's draws rounded to t.
+inline OwnedTensor normal_tensor(DType t, const Shape& shape, uint64_t stream, double scale = 1.0) {
+  OwnedTensor f(DType::f32, shape);
+  fill_normal(f, stream, scale);
+  OwnedTensor out(t, shape);
+  ops::copy(f, out);
+  return out;
 }
 
 // Copies an f64 tensor into an f32 one of the same numel.
