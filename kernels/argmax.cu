@@ -4,6 +4,7 @@
 // one block waiting on memory ~50 us a decode step).
 #include "kernels/argmax.h"
 #include "kernels/common.cuh"
+#include "kernels/vec16.cuh"
 
 namespace tessera::kernels {
 
@@ -74,7 +75,7 @@ void argmax_log_softmax(DType t, const void* logits, int64_t rows, int64_t cols,
                         float* logprob, cudaStream_t s) {
   if (rows == 0) return;
   TESSERA_DEVICE_FLOAT_SWITCH(t, T,
-      const bool vectors = reinterpret_cast<uintptr_t>(logits) % 16 == 0 && cols % (16 / sizeof(T)) == 0;
+      const bool vectors = aligned16(logits) && cols % (16 / sizeof(T)) == 0;
       const auto kernel = vectors ? argmax_log_softmax_kernel<T, true> : argmax_log_softmax_kernel<T, false>;
       kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(static_cast<const T*>(logits), cols, valid, index,
                                                                logprob));

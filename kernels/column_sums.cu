@@ -9,6 +9,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/vec16.cuh"
 
 namespace tessera::kernels {
 
@@ -123,7 +124,7 @@ void column_sum_accumulate(DType t, const void* dout, int64_t rows, int64_t cols
   const int64_t chunk_rows = (rows + chunks - 1) / chunks;
   TESSERA_DEVICE_FLOAT_SWITCH(t, T, {
     constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-    const bool vec = (cols % kVec) == 0 && reinterpret_cast<uintptr_t>(dout) % 16 == 0;
+    const bool vec = (cols % kVec) == 0 && aligned16(dout);
     if (vec)
       column_partials_kernel<T, kVec><<<dim3(static_cast<unsigned>((cols / kVec + 31) / 32), static_cast<unsigned>(chunks)),
                                         dim3(32, kRowThreads), 0, s>>>(static_cast<const T*>(dout), rows, cols,

@@ -10,6 +10,7 @@
 
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/vec16.cuh"
 
 namespace tessera::kernels {
 
@@ -236,8 +237,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 template <typename T>
 bool vectorizable(const void* a, const void* b, int64_t vocab) {
-  return (vocab * static_cast<int64_t>(sizeof(T))) % 16 == 0 && reinterpret_cast<uintptr_t>(a) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(b) % 16 == 0;
+  return (vocab * static_cast<int64_t>(sizeof(T))) % 16 == 0 && aligned16(a) && aligned16(b);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "kernels/decode_linear.h"
 #include "kernels/kernels.h"
 #include "kernels/programmatic_launch.cuh"
+#include "kernels/vec16.cuh"
 
 namespace tessera::kernels {
 
@@ -122,14 +123,13 @@ void launch_type(const DecodeLinearArgs& a, cudaStream_t s) {
 }  // namespace
 
 bool decode_linear_applies(DType t, const DecodeLinearArgs& a) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (!((t == DType::bf16 || t == DType::f16) && a.rows >= 1 && a.rows <= kSkinnyMaxRows && a.rows <= kWarpsPerBlock &&
-        a.k_in % 8 == 0 && a.n_out >= 1 && aligned(a.in) && aligned(a.weight)))
+        a.k_in % 8 == 0 && a.n_out >= 1 && aligned16(a.in) && aligned16(a.weight)))
     return false;
   if (a.epilogue == DecodeEpilogue::residual_add && !a.residual) return false;
   if (!a.ln_weight) return true;
   // The LayerNorm prologue: one 16-byte vector of each row per thread.
-  return a.ln_bias && aligned(a.ln_weight) && aligned(a.ln_bias) && a.k_in <= 32 * kWarpsPerBlock * 8 &&
+  return a.ln_bias && aligned16(a.ln_weight) && aligned16(a.ln_bias) && a.k_in <= 32 * kWarpsPerBlock * 8 &&
          static_cast<size_t>(a.rows * a.k_in) * dtype_size(t) <= kMaxLnShared;
 }
 

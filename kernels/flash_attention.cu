@@ -14,6 +14,7 @@
 #include "kernels/flash_attention.h"
 #include "kernels/flash_dropout.cuh"
 #include "kernels/hopper/flash_wgmma.h"  // declarations; the kernels exist with TESSERA_HAVE_WGMMA
+#include "kernels/vec16.cuh"
 
 namespace tessera::kernels {
 
@@ -394,8 +395,6 @@ __global__ void __launch_bounds__(kThreads) flash_dropout_bits_kernel(DropoutRul
 // The backward's per-query statistics, [b, h, seq_pad] each with seq_pad = seq rounded up to
 // kStatsPad (whole query tiles, so that the backward copies them with cp.async): D = rowsum(dout *
 // out) and the log-sum-exp in the log2 domain (+inf for a query without keys, and for the padding).
-// Whether a pointer allows 16-byte vector loads and stores.
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 constexpr int kStatsPad = 64;
 __host__ __device__ inline int stats_seq(int seq) { return (seq + kStatsPad - 1) / kStatsPad * kStatsPad; }

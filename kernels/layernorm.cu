@@ -10,6 +10,7 @@
 #include "kernels/common.cuh"
 #include "kernels/det_column_sums.cuh"
 #include "kernels/kernels.h"
+#include "kernels/vec16.cuh"
 
 namespace tessera::kernels {
 
@@ -139,9 +140,8 @@ __global__ void layernorm_forward_row_vectors_kernel(const T* in, const T* weigh
 template <typename T>
 bool row_vectors_fit(int64_t hidden, const void* in, const void* weight, const void* bias, const void* out) {
   constexpr int64_t kN = 16 / sizeof(T);
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return hidden % kN == 0 && hidden <= kFewRowThreads * kMaxRowVectors * kN && aligned(in) && aligned(weight) &&
-         aligned(bias) && aligned(out);
+  return hidden % kN == 0 && hidden <= kFewRowThreads * kMaxRowVectors * kN && aligned16(in) && aligned16(weight) &&
+         aligned16(bias) && aligned16(out);
 }
 
 // column_sums: [2 hidden] fp32 (dweight then dbias); shared when kShared, else global scratch directly.
@@ -424,7 +424,7 @@ int vec_path_width(int64_t rows, int64_t hidden, std::initializer_list<const voi
   constexpr int64_t kN = 16 / sizeof(T);
   if (rows <= kFewRows || hidden % kN != 0) return 0;
   for (const void* p : pointers)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
+    if (!aligned16(p)) return 0;
   const int64_t per_lane = (hidden / kN + 31) / 32;
   return per_lane <= 4 ? 4 : per_lane <= 8 ? 8 : 0;
 }

@@ -5,6 +5,7 @@
 // all the input rows (cached in L1), fp32 accumulation, warp-shuffle sums, then bias and the store.
 #include "kernels/common.cuh"
 #include "kernels/kernels.h"
+#include "kernels/vec16.cuh"
 
 namespace tessera::kernels {
 
@@ -105,9 +106,8 @@ void launch_rows(int64_t rows, const void* in, const void* weight, const void* b
 }  // namespace
 
 bool skinny_linear_applies(DType t, int64_t rows, int64_t k_in, const void* in, const void* weight) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return (t == DType::bf16 || t == DType::f16) && rows >= 1 && rows <= kSkinnyMaxRows && k_in % 8 == 0 &&
-         aligned(in) && aligned(weight);
+         aligned16(in) && aligned16(weight);
 }
 
 void skinny_linear_forward(DType t, const void* in, const void* weight, const void* bias, int64_t rows, int64_t n_out,

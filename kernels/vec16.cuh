@@ -1,4 +1,4 @@
-// 16-byte vector access for elementwise kernels: a "pack" is the 16 / sizeof(T) consecutive elements
+// 16-byte vector access (aligned16, and for elementwise kernels packs): a "pack" is the 16 / sizeof(T) consecutive elements
 // at pack index p (elements p N .. p N + N - 1), loaded/stored as one uint4 and converted to/from fp32.
 // A kernel takes the pack path only when vec16_fits says every pointer is 16-byte aligned and the
 // element count (and the bias period) is a multiple of N; otherwise it keeps its scalar loop.
@@ -29,12 +29,15 @@ __device__ __forceinline__ void store_pack(T* base, int64_t pack, const float* i
   reinterpret_cast<uint4*>(base)[pack] = raw;
 }
 
+// Host side: whether a pointer allows 16-byte vector loads and stores.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // Host side: n (and period, when nonzero) multiples of N and every non-null pointer 16-byte aligned.
 template <typename T>
 inline bool vec16_fits(int64_t n, int64_t period, std::initializer_list<const void*> pointers) {
   if (n % kVec16<T> != 0 || (period != 0 && period % kVec16<T> != 0)) return false;
   for (const void* p : pointers)
-    if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+    if (p && !aligned16(p)) return false;
   return true;
 }
 
