@@ -389,7 +389,8 @@ __global__ void __launch_bounds__(kThreads) flash_dropout_bits_kernel(DropoutRul
   const int64_t record = (static_cast<int64_t>(bh) * gridDim.y + kb) * gridDim.x + i;
   unsigned char* planes = reinterpret_cast<unsigned char*>(bits + record * kThreads);  // flash_dropout.cuh's planes
 #pragma unroll
-  for (int w = 0; w < 4; ++w) planes[w * kThreads + threadIdx.x] = static_cast<unsigned char>(words[threadIdx.x] >> (8 * w));
+  for (int w = 0; w < 4; ++w)
+    planes[w * kThreads + threadIdx.x] = static_cast<unsigned char>(words[threadIdx.x] >> (8 * w));
 }
 
 // The backward's per-query statistics, [b, h, seq_pad] each with seq_pad = seq rounded up to

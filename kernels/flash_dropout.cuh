@@ -20,13 +20,14 @@ __device__ __forceinline__ uint64_t probs_index(int bi, int dropout_heads, int f
 // How a kernel drops attention probabilities, fixed at compile time so that the hot kernels carry
 // only the code they run (dropout_quads and uses_dropout_bits decide which applies).
 // quads: keys 4j..4j+3 of a row share one Philox block; bits (backward only): the decisions come
-// precomputed as one word per thread and tile (flash_dropout_bits_kernel), drawn as by quads.
+// precomputed as one word per thread and tile, drawn as by quads: the forward's record
+// (record_dropout_tile below) or, without one, flash_dropout_bits_kernel's.
 enum class Dropout { none, quads, elements, bits };
 
 // Whether a row's first flat index is a multiple of 4 (seq and the stream offset are), so that the
 // keys 4j..4j+3 of a row are one Philox block's four decisions.
 inline bool dropout_quads(const FlashAttentionArgs& a) { return a.seq % 4 == 0 && a.dropout.offset % 4 == 0; }
-// The backward reads its decisions from flash_dropout_bits_kernel's words (the quads rule).
+// The backward reads its decisions as words (the quads rule): the forward's record or the bits kernel's.
 inline bool uses_dropout_bits(const FlashAttentionArgs& a) { return a.dropout.p > 0.0 && dropout_quads(a); }
 
 // A kernel's dropout parameters (its Params' dropout, dropout_heads, dropout_first_head) from the args.

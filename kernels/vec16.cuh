@@ -1,5 +1,6 @@
-// 16-byte vector access (aligned16, and for elementwise kernels packs): a "pack" is the 16 / sizeof(T) consecutive elements
-// at pack index p (elements p N .. p N + N - 1), loaded/stored as one uint4 and converted to/from fp32.
+// 16-byte vector access: aligned16 (host side), and for elementwise kernels "packs": a pack is the
+// 16 / sizeof(T) consecutive elements at pack index p (elements p N .. p N + N - 1), loaded/stored as
+// one uint4 and converted to/from fp32.
 // A kernel takes the pack path only when vec16_fits says every pointer is 16-byte aligned and the
 // element count (and the bias period) is a multiple of N; otherwise it keeps its scalar loop.
 #pragma once

@@ -1,8 +1,9 @@
 // The flash-attention backward's main kernel on Hopper's warpgroup MMA (sm_90a), for head_dim 64 in
 // the forward's common case (no ALiBi or document masks; key padding, causal or not, grouped-query
-// heads, attention dropout where its decisions come as flash_dropout_bits_kernel's words).
-// flash_backward_kernel's scheme with wgmma: one warpgroup (128 threads) takes 64 keys of one
-// (group, sample), warp w owning keys 16 w.., and keeps their dK, dV in registers while 64-query tiles of every head of the group stream through two cp.async stages. Per tile:
+// heads, attention dropout where its decisions come as words: the forward's record or
+// flash_dropout_bits_kernel's). flash_backward_kernel's scheme with wgmma: one warpgroup (128
+// threads) takes 64 keys of one (group, sample), warp w owning keys 16 w.., and keeps their dK, dV in
+// registers while 64-query tiles of every head of the group stream through two cp.async stages. Per tile:
 // S^T = K Q^T and dP^T = V dO^T (wgmma from shared memory), P^T = exp2(S^T - lse2) and
 // dS^T = P^T (dP^T - D) in registers, dV += P^T dO and dK += dS^T Q (A from registers, B read
 // transposed), then dS^T to shared memory and dQ = dS K (both operands read transposed) added into

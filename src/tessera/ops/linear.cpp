@@ -60,7 +60,9 @@ void linear_residual_forward(const Tensor& in, const Tensor& weight, const Tenso
   TESSERA_CHECK(residual.data() != out.data() || out.numel() == 0, op, ": residual must not be out itself");
   if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute, one rounding
     detail::compute_in_f32({in, weight, bias, residual, out}, {false, false, false, false, true},
-                           [&](const std::vector<Tensor>& t) { linear_residual_forward(t[0], t[1], t[2], t[3], t[4]); });
+                           [&](const std::vector<Tensor>& t) {
+                             linear_residual_forward(t[0], t[1], t[2], t[3], t[4]);
+                           });
     return;
   }
   if (detail::runs_on_cuda(op, {&in, &weight, &bias, &residual, &out}))

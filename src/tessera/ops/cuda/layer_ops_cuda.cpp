@@ -241,7 +241,8 @@ void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weig
       sizeof(float) * std::max<int64_t>(1, kernels::layernorm_backward_scratch_floats(rows, hidden, deterministic))));
   kernels::layernorm_backward(in.dtype(), dout.data(), in.data(), weight.data(), mean.dtype(), mean.data(), rstd.data(),
                               rows, hidden, din.data(), dweight.dtype(), dweight.data(), dbias.data(),
-                              residual_grad.defined() ? residual_grad.data() : nullptr, scratch, stream(), deterministic);
+                              residual_grad.defined() ? residual_grad.data() : nullptr, scratch, stream(),
+                              deterministic);
 }
 
 // ---- attention
