@@ -5,12 +5,22 @@
 // result does not depend on how partial products are combined; the mode is part of the plan key.
 // GeLU (gemm_gelu_aux, gemm_dgelu): cuBLASLt's GELU epilogues, the tanh approximation as ops::gelu;
 // the pre-activation ("aux") matrix has C's layout.
+// Autotuning (opt-in with TESSERA_GEMM_AUTOTUNE=1, never in deterministic mode; not yet measured on a GPU): the
+// heuristic offers up to kMaxCandidates algorithms, and a plan's first call outside a graph capture
+// times each on that call's operands and keeps the fastest (the heuristic's first choice is not
+// always the fastest for the step's shapes, e.g. the split-K weight-gradient GEMMs).
 #include "tessera/ops/cuda/gemm_cuda.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
+#include <vector>
 
+#include "tessera/core/buffer.h"
+#include "tessera/core/tensor.h"
 #include "tessera/ops/cuda/cuda_context.h"
 #include "tessera/core/cuda_check.h"
 
@@ -52,10 +62,23 @@ cublasLtEpilogue_t cublas_epilogue(int kind) {
 bool has_bias(int kind) { return kind == kBias || kind == kGeluAuxBias; }
 bool has_aux(int kind) { return kind == kGeluAuxBias || kind == kGeluAux || kind == kDGelu; }
 
+constexpr int kMaxCandidates = 8;  // algorithms timed per plan
+constexpr int kTimedLaunches = 3;  // per candidate, after one untimed launch
+
+bool autotune_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_GEMM_AUTOTUNE");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
 struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, best first; > 1 only when autotuning
+  bool tuned = false;
 };
 
 cublasLtMatrixLayout_t make_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld, int64_t batch,
@@ -120,10 +143,11 @@ std::optional<Plan> build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n,
     TESSERA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
                                                               &schemes, sizeof(schemes)));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kMaxCandidates]{};
   int found = 0;
+  const int requested = !deterministic && autotune_enabled() ? kMaxCandidates : 1;
   const cublasStatus_t rc = cublasLtMatmulAlgoGetHeuristic(context.lt(), plan.op, plan.a, plan.b, plan.c, plan.c,
-                                                           preference, 1, &result, &found);
+                                                           preference, requested, results, &found);
   cublasLtMatmulPreferenceDestroy(preference);
   if ((rc != CUBLAS_STATUS_SUCCESS || found == 0) && optional) {
     cublasLtMatrixLayoutDestroy(plan.a);
@@ -135,7 +159,9 @@ std::optional<Plan> build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n,
   if (rc != CUBLAS_STATUS_SUCCESS || found == 0)
     TESSERA_FAIL("cuBLASLt found no algorithm for a ", m, "x", n, "x", k, " GEMM (", dtype_name(ab), " -> ",
                  dtype_name(c), ", batch ", batch, ", status ", static_cast<int>(rc), ")");
-  plan.algo = result.algo;
+  plan.algo = results[0].algo;
+  for (int i = 0; i < found; ++i)
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan.candidates.push_back(results[i].algo);
   return plan;
 }
 
@@ -144,8 +170,8 @@ std::optional<Plan> build_plan(bool trans_a, bool trans_b, int64_t m, int64_t n,
 namespace {
 
 // The cached plan of a GEMM with this epilogue; null when `optional` and no algorithm supports it.
-const Plan* find_plan(const GemmDesc& d, const void* a, const void* b, const void* c, int epilogue_kind,
-                      const void* bias, bool optional) {
+Plan* find_plan(const GemmDesc& d, const void* a, const void* b, const void* c, int epilogue_kind, const void* bias,
+                bool optional) {
   // Column-major C^T[n, m] = op(B)^T[n, k] op(A)^T[k, m]: B is the first operand.
   const PlanKey key{d.trans_b, d.trans_a, d.n, d.m, d.k, d.ldb, d.lda, d.ldc, d.batch, d.stride_b, d.stride_a,
                     d.stride_c, static_cast<int>(d.ab_dtype), static_cast<int>(d.c_dtype), epilogue_kind,
@@ -162,11 +188,68 @@ const Plan* find_plan(const GemmDesc& d, const void* a, const void* b, const voi
   return it->second ? &*it->second : nullptr;
 }
 
-void run_plan(const Plan& plan, float alpha, const void* a, const void* b, float beta, void* c, const void* c_in) {
+// One GEMM with this algorithm: d = alpha op(A) op(B) + beta c_read (+ the plan's epilogue).
+cublasStatus_t launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, float alpha, const void* a, const void* b,
+                      float beta, const void* c_read, void* d) {
   CudaContext& context = CudaContext::get();
-  TESSERA_CUBLAS_CHECK(cublasLtMatmul(context.lt(), plan.op, &alpha, b, plan.a, a, plan.b, &beta, c_in ? c_in : c,
-                                      plan.c, c, plan.c, &plan.algo, context.workspace(), context.workspace_bytes(),
-                                      context.stream()));
+  return cublasLtMatmul(context.lt(), plan.op, &alpha, b, plan.a, a, plan.b, &beta, c_read, plan.c, d, plan.c, &algo,
+                        context.workspace(), context.workspace_bytes(), context.stream());
+}
+
+// Bytes of C's column-major layout (rows n, columns m, leading dimension ldc, batches stride_c apart).
+size_t c_span_bytes(const GemmDesc& d) {
+  const int64_t elements = (d.batch - 1) * d.stride_c + (d.m - 1) * d.ldc + d.n;
+  return static_cast<size_t>(elements) * dtype_size(d.c_dtype);
+}
+
+// Times the plan's candidates on this call's operands and keeps the fastest (once per plan; not during
+// a graph capture, where the stream cannot be waited for). The timed GEMMs write c, which the real
+// launch then writes again, except when c is also the input beta scales (accumulation in place):
+// then they write a scratch copy of C's layout (counted in the peak device memory) and leave c as it is.
+// A candidate the launch refuses is skipped; the aux matrix of GELU_AUX is rewritten with the same values.
+void tune(Plan& plan, const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c,
+          const void* c_in) {
+  if (plan.tuned) return;
+  cudaStream_t s = CudaContext::get().stream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  TESSERA_CUDA_CHECK(cudaStreamIsCapturing(s, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;
+  plan.tuned = true;
+  if (plan.candidates.size() < 2) return;
+  const void* c_read = c_in ? c_in : c;
+  Buffer scratch;
+  void* d_out = c;
+  if (beta != 0.0f && c_read == c) {
+    int device = 0;
+    TESSERA_CUDA_CHECK(cudaGetDevice(&device));
+    scratch = Buffer(c_span_bytes(d), Device::cuda(device));
+    d_out = scratch.data();
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  TESSERA_CUDA_CHECK(cudaEventCreate(&start));
+  TESSERA_CUDA_CHECK(cudaEventCreate(&stop));
+  float best = std::numeric_limits<float>::infinity();
+  for (const cublasLtMatmulAlgo_t& algo : plan.candidates) {
+    if (launch(plan, algo, alpha, a, b, beta, c_read, d_out) != CUBLAS_STATUS_SUCCESS) continue;
+    TESSERA_CUDA_CHECK(cudaEventRecord(start, s));
+    for (int i = 0; i < kTimedLaunches; ++i) TESSERA_CUBLAS_CHECK(launch(plan, algo, alpha, a, b, beta, c_read, d_out));
+    TESSERA_CUDA_CHECK(cudaEventRecord(stop, s));
+    TESSERA_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (ms < best) {
+      best = ms;
+      plan.algo = algo;
+    }
+  }
+  TESSERA_CUDA_CHECK(cudaEventDestroy(start));
+  TESSERA_CUDA_CHECK(cudaEventDestroy(stop));
+}
+
+void run_plan(Plan& plan, const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c,
+              const void* c_in) {
+  tune(plan, d, alpha, a, b, beta, c, c_in);
+  TESSERA_CUBLAS_CHECK(launch(plan, plan.algo, alpha, a, b, beta, c_in ? c_in : c, c));
 }
 
 }  // namespace
@@ -188,10 +271,10 @@ void gemm(const GemmDesc& d, float alpha, const void* a, const void* b, float be
   }
   // The plan's C alignment is the lesser of the output's and the separate input's (both in C's layout).
   const void* c_alignment = c_in && pointer_alignment(c_in) < pointer_alignment(c) ? c_in : c;
-  const Plan& plan = *find_plan(d, a, b, c_alignment, bias ? kBias : kNoEpilogue, bias, false);
+  Plan& plan = *find_plan(d, a, b, c_alignment, bias ? kBias : kNoEpilogue, bias, false);
   if (bias)
     TESSERA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  run_plan(plan, alpha, a, b, beta, c, c_in);
+  run_plan(plan, d, alpha, a, b, beta, c, c_in);
 }
 
 namespace {
@@ -201,7 +284,7 @@ namespace {
 // (checked before any work is queued) is remembered as unsupported too.
 bool run_optional_epilogue(const GemmDesc& d, float alpha, const void* a, const void* b, float beta, void* c,
                            int epilogue_kind, const void* bias, const void* aux) {
-  const Plan* plan = find_plan(d, a, b, c, epilogue_kind, bias, true);
+  Plan* plan = find_plan(d, a, b, c, epilogue_kind, bias, true);
   if (!plan) return false;
   static std::map<const Plan*, bool> refused;
   if (refused.count(plan)) return false;
@@ -211,10 +294,8 @@ bool run_optional_epilogue(const GemmDesc& d, float alpha, const void* a, const 
   if (has_aux(epilogue_kind))
     TESSERA_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-  CudaContext& context = CudaContext::get();
-  const cublasStatus_t rc = cublasLtMatmul(context.lt(), plan->op, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
-                                           plan->c, &plan->algo, context.workspace(), context.workspace_bytes(),
-                                           context.stream());
+  tune(*plan, d, alpha, a, b, beta, c, nullptr);  // candidates the epilogue refuses are skipped
+  const cublasStatus_t rc = launch(*plan, plan->algo, alpha, a, b, beta, c, c);
   if (rc == CUBLAS_STATUS_NOT_SUPPORTED || rc == CUBLAS_STATUS_INVALID_VALUE) {
     refused[plan] = true;
     return false;
