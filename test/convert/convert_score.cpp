@@ -38,7 +38,7 @@ int score_main(int argc, char** argv) {
   std::fill(mask_t.data_as<float>(), mask_t.data_as<float>() + b * s, 1.0f);
   Arena arena(size_t(256) << 20);
   models::LossSum loss = model.forward_loss(arena, tokens.as_tensor(DType::i32, {b, s + 1}), mask_t);
-  std::printf("loss %.9g\n", loss.loss_sum / loss.denominator);
+  std::printf("loss %.9g\n", loss.loss_sum.value() / loss.denominator);
   return 0;
 }
 

@@ -219,6 +219,22 @@ void test_scalar_sums(DType t, int64_t n) {
   }
   check(std::fabs(gpu_masked - ref_masked) <= 1e-5 * ref_abs, "masked_sum " + dt + " vs CPU",
         std::to_string(gpu_masked) + " vs " + std::to_string(ref_masked));
+  // Deferred reads: more queued at once than a chunk of host slots (64), read back in reverse;
+  // each equals the eager sum of the same prefix (the device scalar is reused in stream order).
+  ops::set_deterministic_mode(true);  // fixed-order sums (as twice() leaves it): bitwise comparable
+  std::vector<ops::DeferredSum> deferred;
+  std::vector<int64_t> lengths;
+  for (int64_t k = 0; k < 80; ++k) {
+    lengths.push_back(std::max<int64_t>(1, n - 7 * k));
+    deferred.push_back(ops::masked_sum_deferred(dv->tensor.flat().rows(0, lengths.back()),
+                                                dm->tensor.flat().rows(0, lengths.back())));
+  }
+  bool deferred_equal = true;
+  for (size_t k = deferred.size(); k-- > 0;) {
+    const double eager = ops::masked_sum(dv->tensor.flat().rows(0, lengths[k]), dm->tensor.flat().rows(0, lengths[k]));
+    deferred_equal = deferred_equal && double_bytes(deferred[k].value()) == double_bytes(eager);
+  }
+  check(deferred_equal, "masked_sum_deferred " + dt + " x80 vs masked_sum", "bitwise, read in reverse order");
   check(std::fabs(gpu_squares - ref_squares) <= 1e-5 * ref_squares, "sum_of_squares " + dt + " vs CPU",
         std::to_string(gpu_squares) + " vs " + std::to_string(ref_squares));
 }

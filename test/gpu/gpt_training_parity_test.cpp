@@ -64,7 +64,7 @@ Result run(const train::ModelConfig& config, int64_t vocab, DType dtype, Device 
   models::LossSum loss = model.chunk_loss(arena, in, acts, 1.0 / in.denominator);
   model.backward_chunk(0, arena, in, Tensor(), 1.0 / loss.denominator, context, acts);
   Result r;
-  r.loss = loss.loss_sum / loss.denominator;
+  r.loss = loss.loss_sum.value() / loss.denominator;
   for (const auto& p : model.parameters().parameters()) {
     Buffer as_f32_device(p.grad.numel() * sizeof(float), device);
     Tensor g32 = as_f32_device.as_tensor(DType::f32, p.grad.shape());

@@ -112,7 +112,7 @@ RunResult train_run(const RunSpec& spec, const parallel::TensorParallel& tp) {
       models::LossSum l =
           model.forward_backward(arena, tokens, mask, 1.0 / static_cast<double>(spec.micro_batches), dropout);
       arena.reset();
-      loss += l.loss_sum / l.denominator / static_cast<double>(spec.micro_batches);
+      loss += l.loss_sum.value() / l.denominator / static_cast<double>(spec.micro_batches);
     }
     parallel::all_reduce_sequence_parallel_grads(store, tp);
     if (it == 1)
@@ -257,7 +257,7 @@ std::vector<double> train_run_mixed(const RunSpec& spec, parallel::ParallelConte
       models::LossSum l = model.forward_backward(
           arena, tokens, mask, optimizer.loss_scale() / static_cast<double>(spec.micro_batches), dropout);
       arena.reset();
-      loss += l.loss_sum / l.denominator / static_cast<double>(spec.micro_batches);
+      loss += l.loss_sum.value() / l.denominator / static_cast<double>(spec.micro_batches);
     }
     parallel::all_reduce_sequence_parallel_grads(store, tp);
     optim::OptimizerStepResult r = optimizer.step(1e-3, 0.01, 0.9, 0.95, 1e-8, 1.0);

@@ -13,7 +13,7 @@ double LmLoss::denominator(const LossInputs& inputs) const {
 LossTerms LmLoss::forward(Arena&, const LossInputs&, const Tensor& mask, const Tensor& token_losses,
                           const Tensor& dlosses) const {
   ops::copy(mask, dlosses);  // d(sum of mask * loss) / d(loss) = mask
-  return {ops::masked_sum(token_losses, mask), {}};
+  return {ops::masked_sum_deferred(token_losses, mask), {}};
 }
 
 bool LmLoss::gradient_before_losses(Arena&, const LossInputs&, const Tensor& mask, const Tensor& dlosses) const {

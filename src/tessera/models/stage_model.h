@@ -19,9 +19,10 @@
 namespace tessera::models {
 
 // A micro-batch's loss terms (token_loss.h): the step's loss is the sum of loss_sum over its
-// micro-batches and data-parallel ranks over the same sum of denominator.
+// micro-batches and data-parallel ranks over the same sum of denominator. loss_sum.value() waits
+// for the device's part of it (LossTerms).
 struct LossSum {
-  double loss_sum = 0;
+  ops::DeferredSum loss_sum = 0;
   double denominator = 0;  // the lm loss: the count of loss tokens
   std::vector<std::pair<std::string, double>> metric_sums;  // reported like the loss: sum / denominator
 };

@@ -15,6 +15,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/core/tensor.h"
+#include "tessera/ops/deferred_sum.h"
 
 namespace tessera::models {
 
@@ -29,9 +30,10 @@ struct LossInputs {
 };
 
 // What forward() returns: the micro-batch's loss sum and named metric sums (each reported, like
-// the loss, as its sum over the step divided by the step's denominator).
+// the loss, as its sum over the step divided by the step's denominator). The loss sum may still be
+// on its way from the device (ops::masked_sum_deferred): the trainer reads it after the step.
 struct LossTerms {
-  double loss_sum = 0;
+  ops::DeferredSum loss_sum = 0;
   std::vector<std::pair<std::string, double>> metric_sums;
 };
 

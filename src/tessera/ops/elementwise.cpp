@@ -75,11 +75,13 @@ void fill(const Tensor& dst, double value) {
   });
 }
 
-double masked_sum(const Tensor& values, const Tensor& mask) {
+double masked_sum(const Tensor& values, const Tensor& mask) { return masked_sum_deferred(values, mask).value(); }
+
+DeferredSum masked_sum_deferred(const Tensor& values, const Tensor& mask) {
   const char* op = "masked_sum";
   detail::require_same_shape(op, values, "values", mask, "mask");
   detail::require_same_dtype(op, values, "values", mask, "mask");
-  if (detail::runs_on_cuda(op, {&values, &mask})) return TESSERA_CUDA_VALUE(masked_sum(values, mask));
+  if (detail::runs_on_cuda(op, {&values, &mask})) return TESSERA_CUDA_VALUE(masked_sum_deferred(values, mask));
   // In double, element by element in order (the CPU reference).
   const int64_t n = values.numel();
   Buffer values64(static_cast<size_t>(n) * sizeof(double)), mask64(static_cast<size_t>(n) * sizeof(double));

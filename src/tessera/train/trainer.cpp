@@ -143,10 +143,11 @@ models::MicroBatch Trainer::micro_batch(int64_t m) {
 
 StepLoss Trainer::reduce_step_loss(models::LossSum local, double denominator) const {
   // The loss terms live on the last pipeline stage; every rank gets them, summed over DP.
-  local.loss_sum = parallel::value_from_last_stage(*context_, local.loss_sum);
+  // Reading the loss sum waits for its last device term (the step's kernels queued before it).
+  const double loss_sum = parallel::value_from_last_stage(*context_, local.loss_sum.value());
   StepLoss loss;
   const double inverse = denominator > 0 ? 1.0 / denominator : std::numeric_limits<double>::quiet_NaN();
-  loss.loss = parallel::sum_over_data_parallel(context_->data(), local.loss_sum) * inverse;
+  loss.loss = parallel::sum_over_data_parallel(context_->data(), loss_sum) * inverse;
   // Every rank lists the loss's metrics in the same order (the last stage's names).
   for (const auto& [name, value] : local.metric_sums) {
     double v = parallel::value_from_last_stage(*context_, value);
@@ -191,36 +192,37 @@ StepLoss Trainer::train_step(int64_t iteration, double& grad_norm, bool& skipped
   parallel::all_reduce_tied_embedding_grads(model_->parameters(), *context_);
   if (context_->pp_size() > 1 && consumed_samples_ == resume_.consumed_samples)
     parallel::log_pipeline_activation_memory(*context_, losses, num_micro_batches_);
+  // An asynchronous save's snapshot copies (issued after the last step) overlap the forward/backward
+  // above; the parameter update below waits for them on the GPU.
+  if (checkpoints_) checkpoints_->before_parameter_update();
+  update_parameters(iteration, grad_norm, skipped);
+  consumed_samples_ += t.global_batch_size;
+  // After the update is queued: the step's only host wait for the loss is here, not mid-backward.
   StepLoss loss = reduce_step_loss(losses.loss, denominator);
   if (config_.model.num_experts > 0) {
     MoeStepMetrics moe = reduce_moe_stats(model_->take_moe_stats(), config_.model, *context_, denominator);
     loss.metrics.insert(loss.metrics.end(), moe.losses.begin(), moe.losses.end());
     loss.moe_load = std::move(moe.load);
   }
-  // An asynchronous save's snapshot copies (issued after the last step) overlap the forward/backward
-  // above; the parameter update below waits for them on the GPU.
-  if (checkpoints_) checkpoints_->before_parameter_update();
+  return loss;
+}
 
+void Trainer::update_parameters(int64_t iteration, double& grad_norm, bool& skipped) {
+  const auto& o = config_.optimizer;
   if (distributed_optimizer_) {
-    const auto& o = config_.optimizer;
     optim::OptimizerStepResult r = distributed_optimizer_->step(schedule_->lr(iteration - 1), o.weight_decay,
                                                                 o.adam_beta1, o.adam_beta2, o.adam_eps, o.clip_grad);
     grad_norm = r.grad_norm;
     skipped = r.skipped;
-    consumed_samples_ += t.global_batch_size;
-    return loss;
+    return;
   }
   std::vector<Tensor> grads;
-  for (const auto& p : params.parameters()) grads.push_back(p.grad);
+  for (const auto& p : model_->parameters().parameters()) grads.push_back(p.grad);
   grad_norm = optim::finish_grad_norm(optim::local_sum_of_squares(grads));
   skipped = !std::isfinite(grad_norm);
-  if (!skipped) {
-    optim::scale_grads(grads, optim::clip_coefficient(grad_norm, config_.optimizer.clip_grad));
-    const auto& o = config_.optimizer;
-    optimizer_->step(schedule_->lr(iteration - 1), o.weight_decay, o.adam_beta1, o.adam_beta2, o.adam_eps);
-  }
-  consumed_samples_ += t.global_batch_size;
-  return loss;
+  if (skipped) return;
+  optim::scale_grads(grads, optim::clip_coefficient(grad_norm, o.clip_grad));
+  optimizer_->step(schedule_->lr(iteration - 1), o.weight_decay, o.adam_beta1, o.adam_beta2, o.adam_eps);
 }
 
 double Trainer::evaluate(const data::SampleSource& split, int64_t& consumed_samples, LogitsWriter* logits) {

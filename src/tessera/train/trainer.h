@@ -77,6 +77,8 @@ class Trainer {
   models::MicroBatch micro_batch(int64_t m);  // micro-batch m of the last load_step
   // The step's loss and metrics from this rank's loss terms (last pipeline stage) and the global denominator.
   StepLoss reduce_step_loss(models::LossSum local, double denominator) const;
+  // Clip and step the optimizer (AdamW) on this step's gradients; the norm before clipping.
+  void update_parameters(int64_t iteration, double& grad_norm, bool& skipped);
 
   std::unique_ptr<TrainingSetup> setup_;
   // Short names for the setup's members the loop uses.

@@ -75,12 +75,12 @@ TEST(BertModel, BackwardMatchesFiniteDifferences) {
   ASSERT_EQ(first.metric_sums.size(), 3u);
   EXPECT_EQ(first.metric_sums[0].first, "lm_loss");
   EXPECT_EQ(first.metric_sums[1].first, "sop_loss");
-  EXPECT_NEAR(first.loss_sum, first.metric_sums[0].second + first.metric_sums[1].second, 1e-12);
+  EXPECT_NEAR(first.loss_sum.value(), first.metric_sums[0].second + first.metric_sums[1].second, 1e-12);
   std::vector<double> analytic(store.all_grads().data_as<double>(), store.all_grads().data_as<double>() + store.numel());
   auto loss_at = [&]() {
     models::LossSum s = model.forward_backward(arena, batch.view(), 0.0, dropout, false);
     arena.reset();
-    return grad_scale * s.loss_sum;
+    return grad_scale * s.loss_sum.value();
   };
   const double eps = 1e-6;
   int checked = 0;
@@ -166,10 +166,10 @@ TEST(BertModel, LossCountsMaskedPositionsOnly) {
   arena.reset();
   const models::LossSum b = model.forward_backward(arena, label_changed.view(), 0.0, {}, false);
   arena.reset();
-  EXPECT_EQ(a.loss_sum, b.loss_sum);
+  EXPECT_EQ(a.loss_sum.value(), b.loss_sum.value());
   label_changed.labels[1] = 3;  // a masked one
   const models::LossSum c = model.forward_backward(arena, label_changed.view(), 0.0, {}, false);
-  EXPECT_NE(a.loss_sum, c.loss_sum);
+  EXPECT_NE(a.loss_sum.value(), c.loss_sum.value());
   // An untrained model: lm_loss near ln(vocab), sop_loss near ln 2.
   EXPECT_NEAR(a.metric_sums[0].second, std::log(static_cast<double>(kVocab)), 0.5);
   EXPECT_NEAR(a.metric_sums[1].second, std::log(2.0), 0.2);

@@ -34,7 +34,7 @@ TEST(GptOverfit, LossFallsBelowTenPercentIn200Steps) {
     model.parameters().zero_grads();
     models::LossSum s = model.forward_backward(arena, tokens, mask, 1.0, nn::DropoutContext{});
     arena.reset();
-    last = s.loss_sum / s.denominator;
+    last = s.loss_sum.value() / s.denominator;
     if (step == 1) first = last;
     if (steps_needed < 0 && last < 0.1 * first) steps_needed = step;
     optimizer.step(3e-3, 0.0, 0.9, 0.95, 1e-8);

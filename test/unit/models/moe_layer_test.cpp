@@ -176,7 +176,7 @@ TEST(MoeGpt, BackwardMatchesFiniteDifferencesWithRouterLosses) {
     double router = 0;
     for (size_t l = 0; l < st.aux_loss.size(); ++l)
       router += (config.moe_aux_loss_coeff * st.aux_loss[l] + config.moe_z_loss_coeff * st.z_loss[l]) / s.denominator;
-    return grad_scale * (s.loss_sum / s.denominator + router);
+    return grad_scale * (s.loss_sum.value() / s.denominator + router);
   };
   const double eps = 1e-2;
   int checked = 0;

@@ -64,7 +64,7 @@ TrainResult train(std::shared_ptr<const models::TokenLoss> loss, int64_t chunk_r
     models::LossSum sum = model.chunk_loss(arena, in, acts, scale);
     run.kept_bytes = arena.used_bytes() - before;
     model.backward_chunk(0, arena, in, Tensor(), scale, dropout, acts);
-    run.loss_sum += sum.loss_sum;
+    run.loss_sum += sum.loss_sum.value();
     arena.reset();
   }
   const float* g = model.parameters().all_grads().data_as<float>();
@@ -128,10 +128,10 @@ TEST(OutputChunks, EvaluationLossEqualsTraining) {
     std::vector<float> mask(static_cast<size_t>(kBatch * kSeq), 1.0f);
     Tensor tokens_t(tokens.data(), DType::i32, {kBatch, kSeq + 1}), mask_t(mask.data(), DType::f32, {kBatch, kSeq});
     Arena arena(size_t(1) << 20);
-    const double eval = model.forward_loss(arena, tokens_t, mask_t).loss_sum;
+    const double eval = model.forward_loss(arena, tokens_t, mask_t).loss_sum.value();
     arena.reset();
     model.parameters().zero_grads();
-    const double trained = model.forward_backward(arena, tokens_t, mask_t, 1.0, nn::DropoutContext{}).loss_sum;
+    const double trained = model.forward_backward(arena, tokens_t, mask_t, 1.0, nn::DropoutContext{}).loss_sum.value();
     EXPECT_NEAR(eval, trained, 1e-6 * std::abs(trained)) << "chunk rows " << rows;
     EXPECT_GT(eval, 0.0);
   }

@@ -56,7 +56,7 @@ RunResult run(int64_t layers, const nn::RecomputeConfig& config, int micro_batch
     models::LossSum loss = model.chunk_loss(arena, in, acts, 0.5 / in.denominator);
     result.forward_bytes = arena.used_bytes() - before;
     model.backward_chunk(0, arena, in, Tensor(), 0.5 / loss.denominator, dropout, acts);
-    result.loss_sum += loss.loss_sum;
+    result.loss_sum += loss.loss_sum.value();
     arena.reset();
   }
   result.estimate = model.activation_memory(kSeq, kBatch);

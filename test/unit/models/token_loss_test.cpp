@@ -37,7 +37,7 @@ double run(const models::TokenLoss& loss, Batch& batch, std::vector<float>* dlos
   Tensor mask = batch.mask_rows();
   double sum = loss.forward(arena, batch.inputs(), mask, Tensor(batch.losses.data(), DType::f32, {6}),
                             Tensor(d.data(), DType::f32, {6}))
-                   .loss_sum;
+                   .loss_sum.value();
   if (dlosses) *dlosses = d;
   return sum;
 }

@@ -8,6 +8,7 @@
 #include "tessera/ops/cuda/dropout_args.h"
 #include "tessera/ops/cuda/cuda_op_checks.h"
 #include "tessera/ops/cuda/ops_cuda.h"
+#include "tessera/ops/cuda/pinned_scalar_reads.h"
 #include "tessera/ops/op_checks.h"
 #include "tessera/ops/swiglu.h"
 #include "tessera/core/cuda_check.h"
@@ -150,16 +151,14 @@ void sum_of_squares_accumulate(const Tensor& t, double* device_total) {
                           CudaContext::get().partials_if_deterministic(kernels::kReductionPartials));
 }
 
-double masked_sum(const Tensor& values, const Tensor& mask) {
+DeferredSum masked_sum_deferred(const Tensor& values, const Tensor& mask) {
   require_storage_dtype("masked_sum", values, "values");
   CudaContext& context = CudaContext::get();
+  // The device scalar is reused by the next reduction only after this copy (stream order).
   TESSERA_CUDA_CHECK(cudaMemsetAsync(context.device_scalar(), 0, sizeof(double), context.stream()));
   kernels::masked_sum(values.dtype(), values.data(), mask.data(), values.numel(), context.device_scalar(),
                       context.stream(), context.partials_if_deterministic(kernels::kReductionPartials));
-  TESSERA_CUDA_CHECK(cudaMemcpyAsync(context.host_scalar(), context.device_scalar(), sizeof(double),
-                                     cudaMemcpyDeviceToHost, context.stream()));
-  TESSERA_CUDA_CHECK(cudaStreamSynchronize(context.stream()));
-  return *context.host_scalar();
+  return DeferredSum(read_device_double_async(context.device_scalar(), context.stream()));
 }
 
 double sum_of_squares(const Tensor& t) {

@@ -12,6 +12,7 @@
 #include "tessera/ops/adamw.h"
 #include "tessera/ops/attention.h"
 #include "tessera/ops/decode_linear.h"
+#include "tessera/ops/deferred_sum.h"
 
 namespace tessera::ops::cuda {
 
@@ -35,7 +36,7 @@ void scale_inplace(const Tensor& dst, double factor);
 void fill(const Tensor& dst, double value);
 void copy(const Tensor& src, const Tensor& dst);  // also host <-> device for equal dtypes
 double sum_of_squares(const Tensor& t);           // synchronises the stream
-double masked_sum(const Tensor& values, const Tensor& mask);  // synchronises the stream
+DeferredSum masked_sum_deferred(const Tensor& values, const Tensor& mask);  // no host wait
 // Adds sum(t^2) to *device_total (a device double) without synchronising.
 void sum_of_squares_accumulate(const Tensor& t, double* device_total);
 
