@@ -119,7 +119,8 @@ TrainingCheckpoints::TrainingCheckpoints(const train::Config& config, parallel::
   keep_last_n_ = int_value(config, "checkpoint.keep_last_n");
   signal_handler_ = bool_value(config, "training.exit_signal_handler");
   async_save_ = config.values.count("checkpoint.async_save") && bool_value(config, "checkpoint.async_save");
-  if (signal_handler_) install_exit_signal_handler();
+  if (signal_handler_) install_exit_signal_handler();  // for threads that do not block them
+  else unblock_exit_signals_in_this_thread();          // the default action again, if tessera-train blocked them
   if (!has_split_metadata<nn::Parameter> && context.tp_size() > 1)
     TESSERA_FAIL("checkpoints at tensor_model_parallel_size > 1 need nn::Parameter's split metadata "
                  "(global_shape, split_axis, split_offset), which this build lacks");
