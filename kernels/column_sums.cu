@@ -16,6 +16,7 @@ namespace tessera::kernels {
 namespace {
 
 constexpr int kRowThreads = 8;
+constexpr int kRowsInFlight = 8;    // rows a thread requests before adding any (in row order)
 constexpr int64_t kChunkRows = 64;  // rows per chunk (at least)
 constexpr int64_t kMaxChunks = 256;
 
@@ -58,14 +59,16 @@ __global__ void column_partials_kernel(const T* dout, int64_t rows, int64_t cols
   if (group < groups) {
     const Cols<T, N>* base = reinterpret_cast<const Cols<T, N>*>(dout) + group;
     int64_t r = begin + threadIdx.y;
-    for (; r + kRowThreads < end; r += 2 * kRowThreads) {  // two rows in flight
-      const Cols<T, N> a = base[r * groups], b = base[(r + kRowThreads) * groups];
+    for (; r + (kRowsInFlight - 1) * kRowThreads < end; r += kRowsInFlight * kRowThreads) {
+      Cols<T, N> rows_in_flight[kRowsInFlight];
 #pragma unroll
-      for (int k = 0; k < N; ++k) acc[k] += load_f(&a.e[k]);
+      for (int i = 0; i < kRowsInFlight; ++i) rows_in_flight[i] = base[(r + i * kRowThreads) * groups];
 #pragma unroll
-      for (int k = 0; k < N; ++k) acc[k] += load_f(&b.e[k]);
+      for (int i = 0; i < kRowsInFlight; ++i)
+#pragma unroll
+        for (int k = 0; k < N; ++k) acc[k] += load_f(&rows_in_flight[i].e[k]);
     }
-    if (r < end) {
+    for (; r < end; r += kRowThreads) {
       const Cols<T, N> a = base[r * groups];
 #pragma unroll
       for (int k = 0; k < N; ++k) acc[k] += load_f(&a.e[k]);

@@ -316,6 +316,7 @@ __global__ void __launch_bounds__(32 * kVecWarps) layernorm_forward_vec_kernel(c
 }
 
 // Shared memory: kVecWarps x 2 hidden floats (each warp's dweight then dbias sums). partial: [gridDim.x][2 hidden].
+// A warp requests its row's x, dy and residual gradient before using any.
 template <typename T, typename S, int kMaxV>
 __global__ void __launch_bounds__(32 * kVecWarps) layernorm_backward_vec_kernel(const T* dout, const T* in,
                                                                                const T* weight, const S* mean_in,
@@ -334,12 +335,14 @@ __global__ void __launch_bounds__(32 * kVecWarps) layernorm_backward_vec_kernel(
   for (int64_t row = blockIdx.x * int64_t(kVecWarps) + warp; row < rows; row += int64_t(gridDim.x) * kVecWarps) {
     const uint4* x_row = reinterpret_cast<const uint4*>(in + row * hidden);
     const uint4* dy_row = reinterpret_cast<const uint4*>(dout + row * hidden);
-    uint4 x_raw[kMaxV], dy_raw[kMaxV];
+    const uint4* residual_row = residual_grad ? reinterpret_cast<const uint4*>(residual_grad + row * hidden) : nullptr;
+    uint4 x_raw[kMaxV], dy_raw[kMaxV], residual_raw[kMaxV];
 #pragma unroll
     for (int u = 0; u < kMaxV; ++u)
       if (lane + 32 * u < vectors) {
         x_raw[u] = x_row[lane + 32 * u];
         dy_raw[u] = dy_row[lane + 32 * u];
+        if (residual_row) residual_raw[u] = residual_row[lane + 32 * u];
       }
     const float mean = load_f(mean_in + row), rstd = load_f(rstd_in + row);
     float sum_g = 0.0f, sum_gx = 0.0f;
@@ -362,7 +365,6 @@ __global__ void __launch_bounds__(32 * kVecWarps) layernorm_backward_vec_kernel(
     sum_g = warp_sum(sum_g) * inv_h;
     sum_gx = warp_sum(sum_gx) * inv_h;
     uint4* dx_row = reinterpret_cast<uint4*>(din + row * hidden);  // may alias dout: this lane read its vectors
-    const uint4* residual_row = residual_grad ? reinterpret_cast<const uint4*>(residual_grad + row * hidden) : nullptr;
 #pragma unroll
     for (int u = 0; u < kMaxV; ++u) {
       const int64_t vi = lane + 32 * u;
@@ -372,7 +374,7 @@ __global__ void __launch_bounds__(32 * kVecWarps) layernorm_backward_vec_kernel(
         unpack16<T>(dy_raw[u], dy);
         unpack16<T>(__ldg(reinterpret_cast<const uint4*>(weight) + vi), w);
         float residual[kN];
-        if (residual_row) unpack16<T>(residual_row[vi], residual);
+        if (residual_row) unpack16<T>(residual_raw[u], residual);
         uint4 dx_raw;
         T* dx = reinterpret_cast<T*>(&dx_raw);
 #pragma unroll

@@ -65,7 +65,7 @@ struct SegmentedAdamWArgs {
   float grad_factor = 1;               // grad = grad * grad_factor in fp32 first (clip coefficient)
 };
 
-// AdamW (math as ops::adamw_update's CPU reference, in double) on f32 main params and moments at
+// AdamW (ops::adamw_update's CPU reference computed in fp32) on f32 main params and moments at
 // state_offset with the f32 grads at src_offset; the updated param is also written in out_t
 // (f32, bf16, f16) at dst_offset of out.
 void segmented_adamw(const DeviceSegmentTable& table, const float* grads, float* params, float* exp_avg,

@@ -140,17 +140,18 @@ Diff compare(const HostArray& gpu, const HostArray& ref) {
 const int64_t kSizes[] = {1, 7, 1000, 300001, 3, 16384, 16385, 64, 33, 5000, 2, 131071, 49999};
 constexpr int kSegments = sizeof(kSizes) / sizeof(kSizes[0]);
 
-// Offsets in a shuffled order with random gaps; returns the extent.
-std::vector<int64_t> scattered_offsets(int64_t& extent) {
+// Offsets in a shuffled order with random gaps (multiples of align elements); returns the extent.
+std::vector<int64_t> scattered_offsets(int64_t& extent, int64_t align) {
   std::vector<int> order(kSegments);
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
   std::vector<int64_t> offsets(kSegments);
   std::uniform_int_distribution<int64_t> gap(0, 17);
-  int64_t at = gap(rng);
+  auto next = [&](int64_t at) { return (at + gap(rng) + align - 1) / align * align; };
+  int64_t at = next(0);
   for (int i : order) {
     offsets[i] = at;
-    at += kSizes[i] + gap(rng);
+    at = next(at + kSizes[i]);
   }
   extent = at + gap(rng);
   return offsets;
@@ -161,11 +162,12 @@ struct Layout {
   int64_t src_extent = 0, dst_extent = 0, state_extent = 0;
 };
 
-Layout make_layout(bool zero_fill_gaps) {
+// align: every offset a multiple of it (4: every segment 16-byte aligned, the kernels' vector paths).
+Layout make_layout(bool zero_fill_gaps, int64_t align = 1) {
   Layout l;
-  const auto src = scattered_offsets(l.src_extent);
-  const auto dst = scattered_offsets(l.dst_extent);
-  const auto state = scattered_offsets(l.state_extent);
+  const auto src = scattered_offsets(l.src_extent, align);
+  const auto dst = scattered_offsets(l.dst_extent, align);
+  const auto state = scattered_offsets(l.state_extent, align);
   for (int i = 0; i < kSegments; ++i) {
     uint32_t flags = 0;
     if (i % 2 == 0) flags |= ops::kSegmentWeightDecay;
@@ -201,9 +203,9 @@ void test_convert(DType t) {
   }
 }
 
-void test_stats_and_pack() {
+void test_stats_and_pack(int64_t align) {
   for (double unscale : {1.0, 1.0 / 1024}) {
-    const Layout l = make_layout(false);
+    const Layout l = make_layout(false, align);
     HostArray grads = random_array(DType::f32, l.src_extent, unscale == 1.0 ? 0.3f : 300.0f);
     DeviceArray dgrads(grads);
     HostArray stats(DType::f64, 2), packed(DType::f32, 3);
@@ -219,7 +221,8 @@ void test_stats_and_pack() {
     std::memcpy(&c_sum, stats.bytes.data(), 8);
     const double rel = std::fabs(g_sum - c_sum) / c_sum;
     check(rel <= 1e-10 && gs.get(1) == 0 && stats.get(1) == 0,
-          "segmented_grad_stats sum (unscale " + fmt("%g", unscale) + ")", fmt("rel diff %.3e, sum %.6e", rel, c_sum));
+          "segmented_grad_stats sum (unscale " + fmt("%g", unscale) + ", align " + std::to_string(align) + ")",
+          fmt("rel diff %.3e, sum %.6e", rel, c_sum));
     const Diff dg = compare(dgrads.download("unscaled grads"), grads);
     check(dg.mismatches == 0, "segmented_grad_stats in-place unscale", fmt("%.0f bitwise mismatches", double(dg.mismatches)));
     const HostArray gp = dpacked.download("pack_grad_stats");
@@ -245,8 +248,8 @@ void test_stats_and_pack() {
   }
 }
 
-void test_adamw(DType t) {
-  const Layout l = make_layout(false);
+void test_adamw(DType t, int64_t align) {
+  const Layout l = make_layout(false, align);
   HostArray grads = random_array(DType::f32, l.src_extent, 0.05f);
   HostArray params = random_array(DType::f32, l.state_extent, 0.5f);
   HostArray m = random_array(DType::f32, l.state_extent, 0.01f);
@@ -267,7 +270,7 @@ void test_adamw(DType t) {
                        hyper, factor);
   ops::segmented_adamw(grads.tensor(), params.tensor(), m.tensor(), v.tensor(), out.tensor(),
                        ops::SegmentTable(l.segments, Device::cpu()), hyper, factor);
-  const std::string dn = dtype_str(t);
+  const std::string dn = dtype_str(t) + (align > 1 ? ", aligned segments" : "");
   const Diff p = compare(dp.download("adamw params"), params), mm = compare(dm.download("adamw m"), m),
              vv = compare(dv.download("adamw v"), v), oo = compare(dout.download("adamw out"), out);
   check(p.normalised <= 1e-6 && mm.normalised <= 1e-6 && vv.normalised <= 1e-6, "segmented_adamw main/m/v (out " + dn + ")",
@@ -458,8 +461,14 @@ int main() {
     }
   };
   for (DType t : {DType::f32, DType::bf16, DType::f16}) section("convert", [&] { test_convert(t); });
-  section("stats", [&] { test_stats_and_pack(); });
-  for (DType t : {DType::f32, DType::bf16, DType::f16}) section("adamw", [&] { test_adamw(t); });
+  section("stats", [&] {
+    test_stats_and_pack(1);
+    test_stats_and_pack(4);
+  });
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) section("adamw", [&] {
+    test_adamw(t, 1);
+    test_adamw(t, 4);
+  });
   std::unique_ptr<parallel::ParallelContext> cpu_context, gpu_context;
   section("contexts", [&] {
     Runtime& rt = Runtime::init(nullptr, nullptr);
