@@ -334,11 +334,16 @@ void test_optimizer(DType t, bool sharded, bool fp16_scaling, parallel::Parallel
       set_random(g, step == 1 ? 2.0f : 0.02f, 1000 * step + i);
       if (fp16_scaling) ops::scale_inplace(g, cpu_opt.loss_scale());
     }
-    // The CUDA store keeps f32 grads for half params: convert on the host, then upload.
-    Buffer staged(static_cast<size_t>(gpu_store.numel()) * dtype_size(gpu_store.grad_dtype()));
-    const Tensor host_grads = staged.as_tensor(gpu_store.grad_dtype(), {gpu_store.numel()});
-    ops::copy(cpu_store.all_grads(), host_grads);
-    ops::copy(host_grads, gpu_store.all_grads());
+    // Parameter by parameter: the CUDA store's f32 gradients are the optimizer's gradient buffer (in
+    // bucket order, padded when sharded), which a CPU store of half params does not share; convert on
+    // the host, then upload.
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const Tensor& gpu_grad = gpu_store.grad(static_cast<int>(i));
+      Buffer staged(static_cast<size_t>(gpu_grad.numel()) * dtype_size(gpu_grad.dtype()));
+      const Tensor host_grad = staged.as_tensor(gpu_grad.dtype(), gpu_grad.shape());
+      ops::copy(cpu_store.grad(static_cast<int>(i)), host_grad);
+      ops::copy(host_grad, gpu_grad);
+    }
     const auto rc = cpu_opt.step(1e-2, 0.1, 0.9, 0.95, 1e-8, 1.0);
     const auto rg = gpu_opt.step(1e-2, 0.1, 0.9, 0.95, 1e-8, 1.0);
     skipped_agree = skipped_agree && rc.skipped == rg.skipped && !rc.skipped;
