@@ -10,7 +10,6 @@
 #include "tessera/core/error.h"
 #include "tessera/models/loss_registry.h"
 #include "tessera/ops/elementwise.h"
-#include "tessera/runtime/main_guard.h"
 
 namespace {
 
@@ -60,5 +59,5 @@ int main(int argc, char** argv) {
        [](const tessera::models::LossParams& p) {
          return std::make_shared<const TruncatedLmLoss>(p.number("truncate_at"));
        }});
-  return tessera::run_main(argc, argv, tessera::cli::train_command);
+  return tessera::cli::train_main(argc, argv);
 }

@@ -5,9 +5,11 @@
 #include <sstream>
 
 #include "tessera/ckpt/checkpoint_layout.h"
+#include "tessera/ckpt/exit_signal.h"
 #include "tessera/convert/start_point.h"
 #include "tessera/core/error.h"
 #include "tessera/core/logging.h"
+#include "tessera/runtime/main_guard.h"
 #include "tessera/runtime/runtime.h"
 #include "tessera/train/config.h"
 #include "tessera/train/config_consistency.h"
@@ -156,6 +158,13 @@ int train_command(int argc, char** argv) {
   }
   trainer.train();
   return 0;
+}
+
+int train_main(int argc, char** argv) {
+  // SIGTERM / SIGUSR1 then wait for the trainer's main thread, which unblocks them if
+  // training.exit_signal_handler is off.
+  ckpt::block_exit_signals_in_this_thread();
+  return run_main(argc, argv, train_command);
 }
 
 }  // namespace tessera::cli

@@ -9,4 +9,8 @@ namespace tessera::cli {
 // --version): loads the config and trains. Run it inside tessera::run_main (runtime/main_guard.h).
 int train_command(int argc, char** argv);
 
+// A whole trainer program's main: blocks SIGTERM / SIGUSR1 before MPI or anything else starts a thread
+// (tessera/ckpt/exit_signal.h), then runs train_command inside run_main.
+int train_main(int argc, char** argv);
+
 }  // namespace tessera::cli
