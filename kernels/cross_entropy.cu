@@ -213,7 +213,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   const bool has_target = target >= 0 && target < valid_vocab;
   float target_logit = 0.0f;
   if (threadIdx.x == 0 && has_target) target_logit = load_f(logits + row * vocab + target);
-  const float dl = load_f(dlosses + row);  // requested with the row, used after it
   MaxSum acc{-INFINITY, 0.0f};
   for (int64_t base = threadIdx.x; base < packs; base += int64_t(kThreads) * kUnroll) {
     P raw[kUnroll];
@@ -231,7 +230,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     store_f(log_sum_exp + row, lse);
     store_f(losses + row, has_target ? lse - target_logit : NAN);
   }
-  const float lse2 = lse * kLog2e;
+  const float dl = load_f(dlosses + row), lse2 = lse * kLog2e;
   for (int64_t p = threadIdx.x; p < packs; p += kThreads)
     dv[p] = gradient_pack<T, N>(row_copy[p], p, target, valid_vocab, dl, lse2);
 }

@@ -62,16 +62,12 @@ void embedding_backward(DType t, const int32_t* ids, int64_t n, const void* dout
 // --- layernorm.cu: mean/rstd of dtype stat_t (t or f32); weight/bias of dtype t; dweight/dbias of g.
 void layernorm_forward(DType t, const void* in, const void* weight, const void* bias, double eps, int64_t rows,
                        int64_t hidden, void* out, DType stat_t, void* mean, void* rstd, cudaStream_t s);
-// scratch: layernorm_backward_scratch_floats(rows, hidden, deterministic, column_sums) floats of device memory.
-int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool deterministic, bool column_sums = false);
+// scratch: layernorm_backward_scratch_floats(rows, hidden, deterministic) floats of device memory.
+int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool deterministic);
 // residual_grad (may be null; same dtype and shape as din): added to din before its rounding.
-// din_sums / residual_sums (may be null; [hidden] of g): += the column sums of din (as rounded) and of
-// residual_grad, in the same pass where the register path runs. Returns false when they were requested
-// and not computed (the caller sums the columns itself); true otherwise.
-bool layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
+void layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
                         const void* rstd, int64_t rows, int64_t hidden, void* din, DType g, void* dweight, void* dbias,
-                        const void* residual_grad, float* scratch, cudaStream_t s, bool deterministic = false,
-                        void* din_sums = nullptr, void* residual_sums = nullptr);
+                        const void* residual_grad, float* scratch, cudaStream_t s, bool deterministic = false);
 
 // --- softmax.cu: attention softmax on scores [batch, heads, seq, seq] in place (scores already scaled).
 // alibi_heads > 0: ALiBi first (score -= slope |i - j|, head h being global head alibi_first_head + h).

@@ -244,9 +244,6 @@ __global__ void add_column_sums_kernel(const float* scratch, int64_t hidden, int
 // into partial[block], and layernorm_partials_reduce_kernel sums the blocks in block order. The block
 // count depends on the row count only, so the result is bitwise the same on every run (deterministic
 // mode uses this path too).
-#ifndef TESSERA_LNB_MIN4
-#define TESSERA_LNB_MIN4 4
-#endif
 constexpr int kVecWarps = 4;           // warps (rows in flight) per block
 constexpr int64_t kVecMaxBlocks = 512; // partial sums per column
 
@@ -318,79 +315,44 @@ __global__ void __launch_bounds__(32 * kVecWarps) layernorm_forward_vec_kernel(c
   }
 }
 
-// One row's inputs of the backward, held in registers as 16-byte vectors (lane l: vectors l, l + 32, ...).
-template <typename T, int kMaxV>
-struct BackwardRow {
-  uint4 x[kMaxV], dy[kMaxV], residual[kMaxV];
-  float mean, rstd;
-};
-
-// Requests a row's x, dy, residual gradient and statistics (none is used here).
+// Shared memory: kVecWarps x 2 hidden floats (each warp's dweight then dbias sums). partial: [gridDim.x][2 hidden].
+// A warp requests its row's x, dy and residual gradient before using any.
 template <typename T, typename S, int kMaxV>
-__device__ __forceinline__ void load_backward_row(const T* dout, const T* in, const T* residual_grad, const S* mean_in,
-                                                  const S* rstd_in, int64_t row, int64_t hidden, int64_t vectors,
-                                                  int lane, BackwardRow<T, kMaxV>& r) {
-  const uint4* x_row = reinterpret_cast<const uint4*>(in + row * hidden);
-  const uint4* dy_row = reinterpret_cast<const uint4*>(dout + row * hidden);
-  const uint4* residual_row = residual_grad ? reinterpret_cast<const uint4*>(residual_grad + row * hidden) : nullptr;
-#pragma unroll
-  for (int u = 0; u < kMaxV; ++u)
-    if (lane + 32 * u < vectors) {
-      r.x[u] = x_row[lane + 32 * u];
-      r.dy[u] = dy_row[lane + 32 * u];
-      if (residual_row) r.residual[u] = residual_row[lane + 32 * u];
-    }
-  r.mean = load_f(mean_in + row);
-  r.rstd = load_f(rstd_in + row);
-}
-
-// Shared memory: kVecWarps x kParts hidden floats (each warp's dweight, dbias sums, with kParts = 4 also
-// the column sums of din as rounded and of residual_grad: the bias gradients of the linears whose output
-// gradients these are). partial: [gridDim.x][kParts hidden].
-// A warp requests its row's x, dy and residual gradient before using any; with kMaxV = 4 (hidden <= 1024
-// at 16-bit) it requests its next row's too before working on the current one (two rows in flight).
-template <typename T, typename S, int kMaxV, int kParts>
-__global__ void __launch_bounds__(32 * kVecWarps, kMaxV <= 4 ? TESSERA_LNB_MIN4 : 3) layernorm_backward_vec_kernel(const T* dout, const T* in,
+__global__ void __launch_bounds__(32 * kVecWarps) layernorm_backward_vec_kernel(const T* dout, const T* in,
                                                                                const T* weight, const S* mean_in,
                                                                                const S* rstd_in, int64_t rows,
                                                                                int64_t hidden, T* din,
                                                                                const T* residual_grad, float* partial) {
-  static_assert(kParts == 2 || kParts == 4, "dweight, dbias [, din sums, residual sums]");
-  constexpr bool kNextRowInFlight = kMaxV <= 4;  // registers for two rows
   constexpr int kN = Vec16<T>::kN;
   extern __shared__ float warp_sums[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int64_t j = threadIdx.x; j < kVecWarps * kParts * hidden; j += blockDim.x) warp_sums[j] = 0.0f;
+  for (int64_t j = threadIdx.x; j < kVecWarps * 2 * hidden; j += blockDim.x) warp_sums[j] = 0.0f;
   __syncthreads();
-  float* my_w = warp_sums + warp * kParts * hidden;
+  float* my_w = warp_sums + warp * 2 * hidden;
   float* my_b = my_w + hidden;
-  float* my_din = my_b + hidden;            // used when kParts == 4
-  float* my_residual = my_din + hidden;     // used when kParts == 4 (zero without residual_grad)
   const int64_t vectors = hidden / kN;
   const float inv_h = 1.0f / static_cast<float>(hidden);
-  const int64_t stride = int64_t(gridDim.x) * kVecWarps;
-  const bool has_residual = residual_grad != nullptr;
-  BackwardRow<T, kMaxV> r, next;
-  int64_t row = blockIdx.x * int64_t(kVecWarps) + warp;
-  if (kNextRowInFlight && row < rows)
-    load_backward_row<T, S, kMaxV>(dout, in, residual_grad, mean_in, rstd_in, row, hidden, vectors, lane, r);
-  for (; row < rows; row += stride) {
-    if constexpr (kNextRowInFlight) {
-      if (row + stride < rows)
-        load_backward_row<T, S, kMaxV>(dout, in, residual_grad, mean_in, rstd_in, row + stride, hidden, vectors, lane,
-                                       next);
-    } else {
-      load_backward_row<T, S, kMaxV>(dout, in, residual_grad, mean_in, rstd_in, row, hidden, vectors, lane, r);
-    }
-    const float mean = r.mean, rstd = r.rstd;
+  for (int64_t row = blockIdx.x * int64_t(kVecWarps) + warp; row < rows; row += int64_t(gridDim.x) * kVecWarps) {
+    const uint4* x_row = reinterpret_cast<const uint4*>(in + row * hidden);
+    const uint4* dy_row = reinterpret_cast<const uint4*>(dout + row * hidden);
+    const uint4* residual_row = residual_grad ? reinterpret_cast<const uint4*>(residual_grad + row * hidden) : nullptr;
+    uint4 x_raw[kMaxV], dy_raw[kMaxV], residual_raw[kMaxV];
+#pragma unroll
+    for (int u = 0; u < kMaxV; ++u)
+      if (lane + 32 * u < vectors) {
+        x_raw[u] = x_row[lane + 32 * u];
+        dy_raw[u] = dy_row[lane + 32 * u];
+        if (residual_row) residual_raw[u] = residual_row[lane + 32 * u];
+      }
+    const float mean = load_f(mean_in + row), rstd = load_f(rstd_in + row);
     float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma unroll
     for (int u = 0; u < kMaxV; ++u) {
       const int64_t vi = lane + 32 * u;
       if (vi < vectors) {
         float x[kN], dy[kN], w[kN];
-        unpack16<T>(r.x[u], x);
-        unpack16<T>(r.dy[u], dy);
+        unpack16<T>(x_raw[u], x);
+        unpack16<T>(dy_raw[u], dy);
         unpack16<T>(__ldg(reinterpret_cast<const uint4*>(weight) + vi), w);
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
@@ -408,69 +370,53 @@ __global__ void __launch_bounds__(32 * kVecWarps, kMaxV <= 4 ? TESSERA_LNB_MIN4 
       const int64_t vi = lane + 32 * u;
       if (vi < vectors) {
         float x[kN], dy[kN], w[kN];
-        unpack16<T>(r.x[u], x);
-        unpack16<T>(r.dy[u], dy);
+        unpack16<T>(x_raw[u], x);
+        unpack16<T>(dy_raw[u], dy);
         unpack16<T>(__ldg(reinterpret_cast<const uint4*>(weight) + vi), w);
         float residual[kN];
-        if (has_residual) unpack16<T>(r.residual[u], residual);
+        if (residual_row) unpack16<T>(residual_raw[u], residual);
         uint4 dx_raw;
         T* dx = reinterpret_cast<T*>(&dx_raw);
 #pragma unroll
         for (int k = 0; k < kN; ++k) {
           const float xhat = (x[k] - mean) * rstd;
           const float norm_grad = rstd * (dy[k] * w[k] - sum_g - xhat * sum_gx);
-          store_f(dx + k, has_residual ? norm_grad + residual[k] : norm_grad);
+          store_f(dx + k, residual_row ? norm_grad + residual[k] : norm_grad);
           my_w[k * vectors + vi] += dy[k] * xhat;
           my_b[k * vectors + vi] += dy[k];
-          if constexpr (kParts == 4) {
-            my_din[k * vectors + vi] += load_f(dx + k);  // the rounded value, as a column sum of din reads it
-            if (has_residual) my_residual[k * vectors + vi] += residual[k];
-          }
         }
         dx_row[vi] = dx_raw;
       }
     }
-    if constexpr (kNextRowInFlight) r = next;
   }
   __syncthreads();
-  for (int64_t j = threadIdx.x; j < kParts * hidden; j += blockDim.x) {
-    const int64_t part = j / hidden, c = j - part * hidden;  // column c of dweight, dbias, din or residual sums
-    const int64_t slot = part * hidden + (c % kN) * vectors + c / kN;
+  for (int64_t j = threadIdx.x; j < 2 * hidden; j += blockDim.x) {
+    const int64_t half = j < hidden ? 0 : hidden, c = j - half;  // column c of dweight or dbias
+    const int64_t slot = half + (c % kN) * vectors + c / kN;
     float total = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kVecWarps; ++w) total += warp_sums[w * kParts * hidden + slot];
-    partial[blockIdx.x * kParts * hidden + j] = total;
+    for (int w = 0; w < kVecWarps; ++w) total += warp_sums[w * 2 * hidden + slot];
+    partial[blockIdx.x * 2 * hidden + j] = total;
   }
 }
 
-// The [parts][hidden] destinations of layernorm_partials_reduce_kernel (dweight, dbias, din sums,
-// residual sums; a null one is skipped).
+// dweight[j] += sum over blocks (fixed order) of partial[block][j]; dbias from column hidden + j. A
+// block of 32 columns x 32 threads: thread y sums blocks y, y + 32, ... in order, then the 32 in order.
 template <typename G>
-struct PartDestinations {
-  G* dst[4];
-};
-
-// dst[p][c] += sum over blocks (fixed order) of partial[block][p hidden + c]. A block of 32 columns x
-// 32 threads: thread y sums blocks y, y + 32, ... in order, then the 32 in order.
-template <typename G>
-__global__ void layernorm_partials_reduce_kernel(const float* partial, int64_t hidden, int parts, int64_t blocks,
-                                                 PartDestinations<G> out) {
+__global__ void layernorm_partials_reduce_kernel(const float* partial, int64_t hidden, int64_t blocks, G* dweight,
+                                                 G* dbias) {
   __shared__ float part[32][33];
-  const int64_t width = parts * hidden;
-  const int64_t j = blockIdx.x * int64_t(32) + threadIdx.x;  // column of the [parts hidden] partial rows
+  const int64_t j = blockIdx.x * int64_t(32) + threadIdx.x;  // column of the [2 hidden] partial rows
   float acc = 0.0f;
-  if (j < width)
-    for (int64_t b = threadIdx.y; b < blocks; b += 32) acc += partial[b * width + j];
+  if (j < 2 * hidden)
+    for (int64_t b = threadIdx.y; b < blocks; b += 32) acc += partial[b * 2 * hidden + j];
   part[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
-  if (threadIdx.y == 0 && j < width) {
+  if (threadIdx.y == 0 && j < 2 * hidden) {
     float total = 0.0f;
     for (int k = 0; k < 32; ++k) total += part[k][threadIdx.x];
-    const int64_t p = j / hidden;
-    if (G* dst = out.dst[p]) {
-      dst += j - p * hidden;
-      store_f(dst, load_f(dst) + total);
-    }
+    G* dst = j < hidden ? dweight + j : dbias + (j - hidden);
+    store_f(dst, load_f(dst) + total);
   }
 }
 
@@ -485,7 +431,7 @@ int vec_path_width(int64_t rows, int64_t hidden, std::initializer_list<const voi
   return per_lane <= 4 ? 4 : per_lane <= 8 ? 8 : 0;
 }
 
-size_t vec_backward_shared_bytes(int64_t hidden, int parts) { return sizeof(float) * kVecWarps * parts * hidden; }
+size_t vec_backward_shared_bytes(int64_t hidden) { return sizeof(float) * kVecWarps * 2 * hidden; }
 
 unsigned row_blocks(int64_t rows, int64_t per_sm) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 132 * per_sm)));
@@ -530,28 +476,21 @@ void layernorm_forward(DType t, const void* in, const void* weight, const void* 
   TESSERA_KERNEL_LAUNCH_CHECK();
 }
 
-int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool deterministic, bool column_sums) {
+int64_t layernorm_backward_scratch_floats(int64_t rows, int64_t hidden, bool deterministic) {
   // Enough for the register path's per-block partials too (which path runs depends on dtype/alignment).
-  return std::max<int64_t>(deterministic ? det_column_chunks(rows) : 1, vec_blocks(rows)) * (column_sums ? 4 : 2) *
-         hidden;
+  return std::max<int64_t>(deterministic ? det_column_chunks(rows) : 1, vec_blocks(rows)) * 2 * hidden;
 }
 
-bool layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
+void layernorm_backward(DType t, const void* dout, const void* in, const void* weight, DType stat_t, const void* mean,
                         const void* rstd, int64_t rows, int64_t hidden, void* din, DType g, void* dweight, void* dbias,
-                        const void* residual_grad, float* scratch, cudaStream_t s, bool deterministic, void* din_sums,
-                        void* residual_sums) {
-  if (hidden == 0) return true;
-  const bool sums = din_sums || residual_sums;
-  const int parts = sums ? 4 : 2;
+                        const void* residual_grad, float* scratch, cudaStream_t s, bool deterministic) {
+  if (hidden == 0) return;
   bool done = false;
   TESSERA_DEVICE_FLOAT_SWITCH(t, T, TESSERA_DEVICE_FLOAT_SWITCH(stat_t, S, {
     const int width = vec_path_width<T>(rows, hidden, {dout, in, weight, din, residual_grad});
-    const size_t shared = vec_backward_shared_bytes(hidden, parts);
+    const size_t shared = vec_backward_shared_bytes(hidden);
     if (width && shared <= 200 * 1024) {
-      const auto kernel = sums ? (width == 4 ? layernorm_backward_vec_kernel<T, S, 4, 4>
-                                             : layernorm_backward_vec_kernel<T, S, 8, 4>)
-                               : (width == 4 ? layernorm_backward_vec_kernel<T, S, 4, 2>
-                                             : layernorm_backward_vec_kernel<T, S, 8, 2>);
+      const auto kernel = width == 4 ? layernorm_backward_vec_kernel<T, S, 4> : layernorm_backward_vec_kernel<T, S, 8>;
       if (shared > 48 * 1024)
         TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                 static_cast<int>(shared)));
@@ -561,18 +500,15 @@ bool layernorm_backward(DType t, const void* dout, const void* in, const void* w
           static_cast<const S*>(mean), static_cast<const S*>(rstd), rows, hidden, static_cast<T*>(din),
               static_cast<const T*>(residual_grad), scratch);
       TESSERA_KERNEL_LAUNCH_CHECK();
-      TESSERA_DEVICE_FLOAT_SWITCH(g, G, {
-        const PartDestinations<G> out{{static_cast<G*>(dweight), static_cast<G*>(dbias), static_cast<G*>(din_sums),
-                                       static_cast<G*>(residual_sums)}};
-        layernorm_partials_reduce_kernel<G><<<static_cast<unsigned>((parts * hidden + 31) / 32), dim3(32, 32), 0, s>>>(
-            scratch, hidden, parts, blocks, out);
-      });
+      TESSERA_DEVICE_FLOAT_SWITCH(g, G,
+          layernorm_partials_reduce_kernel<G><<<static_cast<unsigned>((2 * hidden + 31) / 32), dim3(32, 32), 0, s>>>(
+              scratch, hidden, blocks, static_cast<G*>(dweight), static_cast<G*>(dbias)));
       done = true;
     }
   }));
   if (done) {
     TESSERA_KERNEL_LAUNCH_CHECK();
-    return true;
+    return;
   }
   if (deterministic) {
     // The column sums read dout before din (which may alias it) is written.
@@ -593,7 +529,7 @@ bool layernorm_backward(DType t, const void* dout, const void* in, const void* w
     TESSERA_DEVICE_FLOAT_SWITCH(g, G, add_column_sums_kernel<G><<<static_cast<unsigned>((hidden + 255) / 256), 256, 0, s>>>(
         scratch, hidden, rows > 0 ? chunks : 1, static_cast<G*>(dweight), static_cast<G*>(dbias)));
     TESSERA_KERNEL_LAUNCH_CHECK();
-    return !sums;
+    return;
   }
   TESSERA_CUDA_CHECK(cudaMemsetAsync(scratch, 0, sizeof(float) * 2 * hidden, s));
   if (rows > 0) {
@@ -615,7 +551,6 @@ bool layernorm_backward(DType t, const void* dout, const void* in, const void* w
   TESSERA_DEVICE_FLOAT_SWITCH(g, G, add_column_sums_kernel<G><<<static_cast<unsigned>((hidden + 255) / 256), 256, 0, s>>>(
       scratch, hidden, 1, static_cast<G*>(dweight), static_cast<G*>(dbias)));
   TESSERA_KERNEL_LAUNCH_CHECK();
-  return !sums;
 }
 
 }  // namespace tessera::kernels

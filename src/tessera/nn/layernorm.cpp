@@ -27,11 +27,10 @@ Tensor LayerNorm::forward(Arena& arena, const Tensor& in, Saved& saved) const {
 Tensor LayerNorm::weight() const { return store_->value(weight_); }
 Tensor LayerNorm::bias() const { return store_->value(bias_); }
 
-Tensor LayerNorm::backward(Arena& arena, const Tensor& dout, const Saved& saved, const Tensor& residual_grad,
-                           const NormColumnSums& sums) const {
+Tensor LayerNorm::backward(Arena& arena, const Tensor& dout, const Saved& saved, const Tensor& residual_grad) const {
   Tensor din = arena.allocate(dout.dtype(), dout.shape());
   ops::layernorm_backward(dout, saved.in, store_->value(weight_), saved.mean, saved.rstd, din, store_->grad(weight_),
-                          store_->grad(bias_), residual_grad, sums.din, sums.residual);
+                          store_->grad(bias_), residual_grad);
   return din;
 }
 

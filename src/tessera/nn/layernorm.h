@@ -9,12 +9,6 @@
 
 namespace tessera::nn {
 
-// Bias gradients a norm's backward can take in its pass (ops::layernorm_backward): += the column sums of
-// the input gradient it returns (din) and of its residual_grad (residual); undefined ones are not taken.
-struct NormColumnSums {
-  Tensor din, residual;
-};
-
 class LayerNorm {
  public:
   struct Saved {
@@ -24,9 +18,7 @@ class LayerNorm {
             bool sequence_parallel = false);
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved) const;  // [n, h] -> [n, h]
   // The input's gradient; plus residual_grad (when defined) in the same pass: a pre-norm block's residual.
-  // sums: column sums to accumulate in the same pass (NormColumnSums).
-  Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved, const Tensor& residual_grad = Tensor(),
-                  const NormColumnSums& sums = {}) const;
+  Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved, const Tensor& residual_grad = Tensor()) const;
   // The parameters (a fused decode kernel applies the norm itself: ops/decode_linear.h).
   Tensor weight() const;
   Tensor bias() const;

@@ -37,15 +37,14 @@ void MLP::activate(const Tensor& fc1, const Tensor& activation) const {
   else ops::gelu_forward(fc1, activation);
 }
 
-Tensor MLP::backward(Arena& arena, const Tensor& dout, const Saved& saved, BiasGrad output_bias) const {
+Tensor MLP::backward(Arena& arena, const Tensor& dout, const Saved& saved) const {
   Tensor activation = saved.activation;
   if (!activation.data()) {  // dropped by selective recomputation
     activation = activation_buffer(arena, saved.fc1);
     activate(saved.fc1, activation);
   }
-  if (tanh_gelu())
-    return fc1_.backward(arena, fc2_.backward_dgelu(arena, dout, activation, saved.fc1, output_bias), saved.in);
-  Tensor dactivation = fc2_.backward(arena, dout, activation, output_bias);
+  if (tanh_gelu()) return fc1_.backward(arena, fc2_.backward_dgelu(arena, dout, activation, saved.fc1), saved.in);
+  Tensor dactivation = fc2_.backward(arena, dout, activation);
   Tensor dfc1 = arena.allocate(dout.dtype(), saved.fc1.shape());
   if (swiglu_) ops::swiglu_backward(dactivation, saved.fc1, dfc1);
   else if (gelu_erf_) ops::activation_backward(ops::Activation::gelu_erf, dactivation, saved.fc1, dfc1);

@@ -31,9 +31,7 @@ class MLP {
   // the result then lives in `arena`, not in scratch's transient arena.
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved, const ForwardScratch& scratch = {},
                  const Tensor& residual = Tensor()) const;
-  // output_bias: whether fc2's bias gradient is added here or was taken by the caller (BiasGrad).
-  Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved,
-                  BiasGrad output_bias = BiasGrad::accumulate) const;
+  Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved) const;
   // For a fused decode step (nn::TransformerLayer): the linears and the activation.
   const ColumnParallelLinear& fc1() const { return fc1_; }
   const RowParallelLinear& fc2() const { return fc2_; }

@@ -1,6 +1,5 @@
 #include "tessera/nn/norm.h"
 
-#include "tessera/ops/column_sums.h"
 #include "tessera/ops/elementwise.h"
 
 namespace tessera::nn {
@@ -15,13 +14,10 @@ Tensor Norm::forward(Arena& arena, const Tensor& in, Saved& saved) const {
   return rmsnorm_ ? rmsnorm_->forward(arena, in, saved.rmsnorm) : layernorm_->forward(arena, in, saved.layernorm);
 }
 
-Tensor Norm::backward(Arena& arena, const Tensor& dout, const Saved& saved, const Tensor& residual_grad,
-                      const NormColumnSums& sums) const {
-  if (layernorm_) return layernorm_->backward(arena, dout, saved.layernorm, residual_grad, sums);
+Tensor Norm::backward(Arena& arena, const Tensor& dout, const Saved& saved, const Tensor& residual_grad) const {
+  if (layernorm_) return layernorm_->backward(arena, dout, saved.layernorm, residual_grad);
   Tensor din = rmsnorm_->backward(arena, dout, saved.rmsnorm);
   if (residual_grad.defined()) ops::add_inplace(din, residual_grad);
-  if (sums.din.defined()) ops::column_sum_accumulate(din, sums.din);
-  if (sums.residual.defined()) ops::column_sum_accumulate(residual_grad, sums.residual);
   return din;
 }
 

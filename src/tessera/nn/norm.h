@@ -20,10 +20,8 @@ class Norm {
   Norm(ParameterStore& store, const std::string& name, int64_t hidden, double eps, NormKind kind,
        bool sequence_parallel = false);
   Tensor forward(Arena& arena, const Tensor& in, Saved& saved) const;
-  // The input's gradient, plus residual_grad when defined (LayerNorm: in its backward's pass); sums: column
-  // sums to accumulate (NormColumnSums; LayerNorm in the same pass, RMSNorm after it).
-  Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved, const Tensor& residual_grad = Tensor(),
-                  const NormColumnSums& sums = {}) const;
+  // The input's gradient, plus residual_grad when defined (LayerNorm: in its backward's pass).
+  Tensor backward(Arena& arena, const Tensor& dout, const Saved& saved, const Tensor& residual_grad = Tensor()) const;
   NormKind kind() const { return rmsnorm_ ? NormKind::rmsnorm : NormKind::layernorm; }
   const LayerNorm* layernorm() const { return layernorm_ ? &*layernorm_ : nullptr; }  // null for RMSNorm
 

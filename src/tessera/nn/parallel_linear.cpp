@@ -1,6 +1,5 @@
 #include "tessera/nn/parallel_linear.h"
 
-#include "tessera/ops/column_sums.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/half_compute.h"
 #include "tessera/ops/linear.h"
@@ -23,6 +22,15 @@ void add_bias_rows_t(const Tensor& out, const Tensor& bias) {
     for (int64_t j = 0; j < k; ++j) y[i * k + j] += b[j];
 }
 
+template <typename T>
+void accumulate_bias_grad_t(const Tensor& dout, const Tensor& dbias) {
+  const T* d = dout.data_as<T>();
+  T* db = dbias.data_as<T>();
+  int64_t n = dout.dim(0), k = dout.dim(1);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j) db[j] += d[i * k + j];
+}
+
 void require_same_dtype(const Tensor& rows, const Tensor& bias, const char* what) {
   TESSERA_CHECK(rows.dtype() == bias.dtype(), "RowParallelLinear ", what, ": ", rows.describe(), " and bias ",
                 bias.describe(), " differ in dtype");
@@ -40,6 +48,20 @@ void add_bias_rows(const Tensor& out, const Tensor& bias) {
     ops::detail::compute_in_f32({out, bias}, {true, false},
                                 [](const std::vector<Tensor>& t) { add_bias_rows_t<float>(t[0], t[1]); });
   else TESSERA_FAIL("RowParallelLinear: no bias add for ", dtype_name(out.dtype()), " (allowed: f32, f64, bf16, f16)");
+}
+
+void accumulate_bias_grad(const Tensor& dout, const Tensor& dbias) {
+#ifdef TESSERA_HAVE_CUDA
+  if (dout.device().is_cuda()) return ops::cuda::accumulate_bias_grad(dout, dbias);
+#endif
+  require_same_dtype(dout, dbias, "bias gradient");
+  if (dout.dtype() == DType::f32) accumulate_bias_grad_t<float>(dout, dbias);
+  else if (dout.dtype() == DType::f64) accumulate_bias_grad_t<double>(dout, dbias);
+  else if (ops::detail::is_half(dout.dtype()))
+    ops::detail::compute_in_f32({dout, dbias}, {false, true},
+                                [](const std::vector<Tensor>& t) { accumulate_bias_grad_t<float>(t[0], t[1]); });
+  else TESSERA_FAIL("RowParallelLinear: no bias gradient for ", dtype_name(dout.dtype()),
+                    " (allowed: f32, f64, bf16, f16)");
 }
 
 void check_divisible(const std::string& name, const char* what, int64_t features, int tp) {
@@ -121,21 +143,18 @@ Tensor RowParallelLinear::forward(Arena& arena, const Tensor& in, const Tensor& 
   return out;
 }
 
-Tensor RowParallelLinear::backward(Arena& arena, const Tensor& dout, const Tensor& in, BiasGrad bias) const {
-  return backward_impl(arena, dout, in, nullptr, bias);
+Tensor RowParallelLinear::backward(Arena& arena, const Tensor& dout, const Tensor& in) const {
+  return backward_impl(arena, dout, in, nullptr);
 }
 
 Tensor RowParallelLinear::backward_dgelu(Arena& arena, const Tensor& dout, const Tensor& in,
-                                         const Tensor& pre_activation, BiasGrad bias) const {
-  return backward_impl(arena, dout, in, &pre_activation, bias);
+                                         const Tensor& pre_activation) const {
+  return backward_impl(arena, dout, in, &pre_activation);
 }
-
-Tensor RowParallelLinear::bias_grad() const { return bias_ >= 0 ? store_->grad(bias_) : Tensor(); }
 
 // pre_activation null: din = d(in); else in = gelu(*pre_activation) and din = d(*pre_activation).
 Tensor RowParallelLinear::backward_impl(Arena& arena, const Tensor& dout, const Tensor& in,
-                                        const Tensor* pre_activation, BiasGrad bias) const {
-  const Tensor dbias = bias == BiasGrad::accumulate ? bias_grad() : Tensor();
+                                        const Tensor* pre_activation) const {
   Tensor din = arena.allocate(in.dtype(), {in.dim(0), local_in_});
   auto linear_backward = [&](const Tensor& d, const Tensor& dbias) {
     if (pre_activation)
@@ -143,11 +162,11 @@ Tensor RowParallelLinear::backward_impl(Arena& arena, const Tensor& dout, const 
     else ops::linear_backward(d, in, store_->value(weight_), din, store_->grad(weight_), dbias);
   };
   if (!tp_.enabled()) {
-    linear_backward(dout, dbias);
+    linear_backward(dout, bias_ >= 0 ? store_->grad(bias_) : Tensor());
     return din;
   }
   // Under SP dout holds this rank's tokens only: the bias grad is partial (all-reduced over TP later).
-  if (dbias.defined()) ops::column_sum_accumulate(dout, dbias);
+  if (bias_ >= 0) accumulate_bias_grad(dout, store_->grad(bias_));
   Tensor dtotal = tp_.sequence_parallel ? parallel::reduce_scatter_to_sp_backward(arena, dout, tp_)
                                         : parallel::reduce_from_tp_backward(dout, tp_);
   linear_backward(dtotal, Tensor());

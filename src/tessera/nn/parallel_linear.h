@@ -37,10 +37,6 @@ class ColumnParallelLinear {
   int64_t in_features_, local_out_;
 };
 
-// Whether RowParallelLinear's backward adds its bias gradient (the column sums of dout) or its caller
-// has taken it elsewhere (nn::TransformerLayer: in the LayerNorm backward's pass, NormColumnSums).
-enum class BiasGrad { accumulate, taken_by_caller };
-
 class RowParallelLinear {
  public:
   RowParallelLinear(ParameterStore& store, const std::string& name, int64_t in_features, int64_t out_features,
@@ -49,18 +45,15 @@ class RowParallelLinear {
   // output (without TP in the GEMM, one rounding: ops::linear_residual_forward; with TP after the reduction).
   Tensor forward(Arena& arena, const Tensor& in, const Tensor& residual = Tensor()) const;
   // dout: forward's output shape; -> d(in) [n, in/tp].
-  Tensor backward(Arena& arena, const Tensor& dout, const Tensor& in, BiasGrad bias = BiasGrad::accumulate) const;
+  Tensor backward(Arena& arena, const Tensor& dout, const Tensor& in) const;
   // backward for an input in = gelu(pre_activation): -> d(pre_activation) [n, in/tp], the GeLU's
   // derivative applied by the data-gradient GEMM where the backend can (ops::linear_backward_dgelu).
-  Tensor backward_dgelu(Arena& arena, const Tensor& dout, const Tensor& in, const Tensor& pre_activation,
-                        BiasGrad bias = BiasGrad::accumulate) const;
-  Tensor weight() const;     // this rank's [out, in/tp]
-  Tensor bias() const;       // [out] (added after the reduction), undefined without a bias
-  Tensor bias_grad() const;  // the bias's gradient (accumulated), undefined without a bias
+  Tensor backward_dgelu(Arena& arena, const Tensor& dout, const Tensor& in, const Tensor& pre_activation) const;
+  Tensor weight() const;  // this rank's [out, in/tp]
+  Tensor bias() const;    // [out] (added after the reduction), undefined without a bias
 
  private:
-  Tensor backward_impl(Arena& arena, const Tensor& dout, const Tensor& in, const Tensor* pre_activation,
-                       BiasGrad bias) const;
+  Tensor backward_impl(Arena& arena, const Tensor& dout, const Tensor& in, const Tensor* pre_activation) const;
 
   ParameterStore* store_;
   parallel::TensorParallel tp_;

@@ -105,11 +105,11 @@ Tensor SelfAttention::recompute_probs(Arena& arena, int64_t seq, int64_t batch, 
 }
 
 Tensor SelfAttention::backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch,
-                               const DropoutContext& dropout, const Saved& saved, BiasGrad output_bias) const {
+                               const DropoutContext& dropout, const Saved& saved) const {
   auto p = params(dropout, saved.document_ids);
   int64_t local_hidden = p.num_heads * p.head_dim;
   Tensor context = saved.context.view({seq * batch, local_hidden});
-  Tensor dcontext = proj_.backward(arena, dout, context, output_bias);
+  Tensor dcontext = proj_.backward(arena, dout, context);
   Tensor dqkv = arena.allocate(dout.dtype(), {seq, batch, saved.qkv.dim(1)});
   if (saved.lse.defined()) {
     const RandomStream stream = dropout_stream(dropout);  // the forward's masks again (or its record of them)

@@ -70,9 +70,8 @@ class SelfAttention {
                  const DropoutContext& dropout, Saved& saved, const Tensor& positions = Tensor(),
                  const Tensor& document_ids = Tensor(), const ForwardScratch& scratch = {},
                  const Tensor& residual = Tensor()) const;
-  // output_bias: whether the output projection's bias gradient is added here or was taken by the caller.
   Tensor backward(Arena& arena, const Tensor& dout, int64_t seq, int64_t batch, const DropoutContext& dropout,
-                  const Saved& saved, BiasGrad output_bias = BiasGrad::accumulate) const;
+                  const Saved& saved) const;
   // Generation (no dropout, no saved activations): in [t*b, h] for t new tokens per sequence at
   // cache indices [past, past + t); their keys and values go into cache; key_mask u8 [b, capacity].
   // positions: the new tokens' position ids, i32 [t*b] sequence-major (per row under left padding);

@@ -121,19 +121,13 @@ Tensor TransformerLayer::backward(Arena& arena, const Tensor& dout, int64_t seq,
                                   const DropoutContext& dropout, const Saved& saved, double aux_loss_scale) const {
   double p = dropout.training ? hidden_dropout_ : 0.0;
   auto offset = static_cast<uint64_t>(tp_.first_row(seq * batch) * dout.dim(1));
-  // Without hidden dropout the output projections' bias gradients are the column sums of dout (fc2's)
-  // and dh (the attention projection's), which ln2's backward reads and writes: it takes them in its pass.
-  const NormColumnSums bias_sums{p == 0.0 ? attention_.proj_linear().bias_grad() : Tensor(),
-                                 p == 0.0 && mlp_ ? mlp_->fc2().bias_grad() : Tensor()};
-  auto bias_grad = [](const Tensor& sums) { return sums.defined() ? BiasGrad::taken_by_caller : BiasGrad::accumulate; };
   // out = h + drop(mlp(ln2(h)))
   Tensor dm = dropout_grad(arena, dout, p, dropout.stream(name_ + ".mlp_output_dropout"), offset);
-  Tensor dy = moe_ ? moe_->backward(arena, dm, saved.moe, aux_loss_scale)
-                   : mlp_->backward(arena, dm, saved.mlp, bias_grad(bias_sums.residual));
-  Tensor dh = ln2_.backward(arena, dy, saved.ln2, dout, bias_sums);  // + the residual's gradient, in the norm's pass
+  Tensor dy = moe_ ? moe_->backward(arena, dm, saved.moe, aux_loss_scale) : mlp_->backward(arena, dm, saved.mlp);
+  Tensor dh = ln2_.backward(arena, dy, saved.ln2, dout);  // + the residual's gradient, in the norm's pass
   // h = in + drop(attn(ln1(in)))
   Tensor da = dropout_grad(arena, dh, p, dropout.stream(name_ + ".attention_output_dropout"), offset);
-  Tensor dx = attention_.backward(arena, da, seq, batch, dropout, saved.attention, bias_grad(bias_sums.din));
+  Tensor dx = attention_.backward(arena, da, seq, batch, dropout, saved.attention);
   return ln1_.backward(arena, dx, saved.ln1, dh);
 }
 

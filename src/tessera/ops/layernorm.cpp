@@ -3,7 +3,6 @@
 
 #include <vector>
 
-#include "tessera/ops/column_sums.h"
 #include "tessera/ops/cpu/layernorm.h"
 #include "tessera/ops/half_compute.h"
 #include "tessera/ops/cuda_dispatch.h"
@@ -42,23 +41,9 @@ void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bia
 
 void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias,
-                        const Tensor& residual_grad, const Tensor& din_sums, const Tensor& residual_sums) {
+                        const Tensor& residual_grad) {
   const char* op = "layernorm_backward";
   const bool residual = residual_grad.defined();
-  if (din_sums.defined() || residual_sums.defined()) {
-    TESSERA_CHECK(!residual_sums.defined() || residual, op, ": residual_sums without residual_grad");
-    bool summed = false;
-    if (detail::runs_on_cuda(op, {&dout, &in, &weight, &mean, &rstd, &din, &dweight, &dbias}))
-      summed = TESSERA_CUDA_VALUE(
-          layernorm_backward(dout, in, weight, mean, rstd, din, dweight, dbias, residual_grad, din_sums, residual_sums));
-    else
-      layernorm_backward(dout, in, weight, mean, rstd, din, dweight, dbias, residual_grad);
-    if (!summed) {  // the column sums after the norm's pass (the CPU reference; GPU paths without them)
-      if (din_sums.defined()) column_sum_accumulate(din, din_sums);
-      if (residual_sums.defined()) column_sum_accumulate(residual_grad, residual_sums);
-    }
-    return;
-  }
   if (detail::is_half(in.dtype()) && in.device().is_cpu()) {  // bf16 / f16 on the CPU: f32 compute
     std::vector<Tensor> tensors{dout, in, weight, mean, rstd, din, dweight, dbias};
     std::vector<bool> outputs{false, false, false, false, false, true, true, true};
@@ -69,7 +54,7 @@ void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weig
     return;
   }
   if (detail::runs_on_cuda(op, {&dout, &in, &weight, &mean, &rstd, &din, &dweight, &dbias}))
-    return (void)TESSERA_CUDA_VALUE(layernorm_backward(dout, in, weight, mean, rstd, din, dweight, dbias, residual_grad));
+    return TESSERA_CUDA_OP(layernorm_backward(dout, in, weight, mean, rstd, din, dweight, dbias, residual_grad));
   TESSERA_CHECK(weight.ndim() == 1, op, ": weight must be [hidden], got ", weight.describe());
   const int64_t hidden = weight.dim(0);
   const int64_t rows = detail::rows_with_last_dim(op, in, hidden, "in");

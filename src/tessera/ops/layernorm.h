@@ -10,12 +10,8 @@ void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bia
 // din is overwritten (it may alias dout); dweight and dbias accumulate (+=). residual_grad (optional,
 // like din): the gradient of a residual branch that reads `in` too, added to din before din is rounded to
 // its dtype (a pre-norm block's dx = norm backward + the residual's gradient, in one pass).
-// din_sums / residual_sums (optional, [h], accumulate +=): the column sums of din (as rounded to its dtype)
-// and of residual_grad, the bias gradients of the linears whose output gradients these are (a pre-norm
-// block's attention projection and MLP output); on a GPU taken in the norm's pass where its kernel can.
 void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias,
-                        const Tensor& residual_grad = Tensor(), const Tensor& din_sums = Tensor(),
-                        const Tensor& residual_sums = Tensor());
+                        const Tensor& residual_grad = Tensor());
 
 }  // namespace tessera::ops

@@ -212,9 +212,9 @@ void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bia
                              mean.dtype(), mean.data(), rstd.data(), stream());
 }
 
-bool layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
+void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias,
-                        const Tensor& residual_grad, const Tensor& din_sums, const Tensor& residual_sums) {
+                        const Tensor& residual_grad) {
   const char* op = "layernorm_backward";
   require_storage_dtype(op, in, "in");
   TESSERA_CHECK(weight.ndim() == 1, op, ": weight must be [hidden], got ", weight.describe());
@@ -235,21 +235,14 @@ bool layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weig
     detail::require_same_shape(op, in, "in", residual_grad, "residual_grad");
     detail::require_same_dtypes(op, in, "in", {{&residual_grad, "residual_grad"}});
   }
-  for (const Tensor* sums : {&din_sums, &residual_sums})
-    if (sums->defined()) {
-      detail::require_same_shape(op, weight, "weight", *sums, sums == &din_sums ? "din_sums" : "residual_sums");
-      detail::require_same_dtype(op, dweight, "dweight", *sums, sums == &din_sums ? "din_sums" : "residual_sums");
-    }
-  const bool deterministic = deterministic_mode(), column_sums = din_sums.defined() || residual_sums.defined();
+  const bool deterministic = deterministic_mode();
   auto* scratch = static_cast<float*>(CudaContext::get().scratch(
       ScratchSlot::layernorm_sums,
-      sizeof(float) *
-          std::max<int64_t>(1, kernels::layernorm_backward_scratch_floats(rows, hidden, deterministic, column_sums))));
-  return kernels::layernorm_backward(in.dtype(), dout.data(), in.data(), weight.data(), mean.dtype(), mean.data(),
-                                     rstd.data(), rows, hidden, din.data(), dweight.dtype(), dweight.data(),
-                                     dbias.data(), residual_grad.defined() ? residual_grad.data() : nullptr, scratch,
-                                     stream(), deterministic, din_sums.defined() ? din_sums.data() : nullptr,
-                                     residual_sums.defined() ? residual_sums.data() : nullptr);
+      sizeof(float) * std::max<int64_t>(1, kernels::layernorm_backward_scratch_floats(rows, hidden, deterministic))));
+  kernels::layernorm_backward(in.dtype(), dout.data(), in.data(), weight.data(), mean.dtype(), mean.data(), rstd.data(),
+                              rows, hidden, din.data(), dweight.dtype(), dweight.data(), dbias.data(),
+                              residual_grad.defined() ? residual_grad.data() : nullptr, scratch, stream(),
+                              deterministic);
 }
 
 // ---- attention

@@ -49,12 +49,9 @@ void decode_linear_forward(const Tensor& in, const DecodeLinear& d, const Tensor
 
 void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                        const Tensor& mean, const Tensor& rstd);
-// din_sums / residual_sums (optional): see ops/layernorm.h; false when they were asked for and not taken
-// (the caller sums the columns).
-bool layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
+void layernorm_backward(const Tensor& dout, const Tensor& in, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& din, const Tensor& dweight, const Tensor& dbias,
-                        const Tensor& residual_grad, const Tensor& din_sums = Tensor(),
-                        const Tensor& residual_sums = Tensor());
+                        const Tensor& residual_grad);
 
 void linear_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& out);
 void linear_residual_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, const Tensor& residual,
