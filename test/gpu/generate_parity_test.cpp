@@ -3,13 +3,16 @@
 // whole-head kernel of small batches, over caches of one and of several chunks; f32 and bf16; the
 // written caches too), the greedy row
 // reduction (argmax + log-softmax, padded vocabulary columns ignored), the fused decode linear
-// (LayerNorm prologue, GEMV, GeLU / residual-add epilogues; the GPT-2 1.5B block's shapes), and
+// (LayerNorm prologue, GEMV, GeLU / residual-add epilogues; the GPT-2 1.5B block's shapes; the
+// register-stream path, or the bulk-copy path where TESSERA_DECODE_BULK is set, which must then take
+// some of the cases), and
 // whole-model decoding (GPTModel::forward_cached: a prefill then cached steps of a left-padded batch)
 // of a Llama-style model (RoPE at per-row positions, GQA, RMSNorm, SwiGLU), an ALiBi GPT and a GPT-2
 // (bf16 steps: the fused decode layer) against the CPU f32 model with the same weights. Prints one
 // line per case as it finishes (line-buffered); exits 1 on a failure, 77 without a visible GPU.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "device_test_support.h"
@@ -109,6 +112,9 @@ void argmax_case(DType t) {
               ok ? "equal" : "differ", worst);
   if (!ok) ++failures;
 }
+// Cases that took the fused kernel's bulk-copy path (TESSERA_DECODE_BULK set): main requires some.
+int bulk_cases = 0;
+
 // The fused decode linear (ops/decode_linear.h: LayerNorm? -> linear + bias -> GeLU / residual add)
 // on the GPU in dtype t against the same op on the CPU in f32 (the separate ops); the GPU case must
 // take the fused kernel (decode_linear_fuses).
@@ -143,6 +149,8 @@ void decode_linear_case(const char* name, DType t, int64_t rows, int64_t k_in, i
   g.epilogue = epilogue;
   if (with_residual) g.residual = d_r.tensor;
   const bool fused = ops::decode_linear_fuses(d_in.tensor, g, d_out.tensor);
+  const bool bulk = ops::decode_linear_bulk_copies(d_in.tensor, g, d_out.tensor);
+  bulk_cases += bulk ? 1 : 0;
   Arena gpu_arena(size_t(8) << 20, Device::cuda(0));
   ops::decode_linear_forward(gpu_arena, d_in.tensor, g, d_out.tensor);
   const auto e = normalised_error(download_checked(d_out, std::string(name) + " out", failures), ref, t);
@@ -150,7 +158,9 @@ void decode_linear_case(const char* name, DType t, int64_t rows, int64_t k_in, i
   const bool ok = fused && e.error <= tolerance && e.special_mismatches == 0;
   std::printf("%s decode_linear %s %s rows %lld [%lld -> %lld]: %s, error %.2e (tolerance %.0e)\n", ok ? "PASS" : "FAIL",
               name, std::string(dtype_name(t)).c_str(), static_cast<long long>(rows), static_cast<long long>(k_in),
-              static_cast<long long>(n_out), fused ? "fused kernel" : "NOT fused", e.error, tolerance);
+              static_cast<long long>(n_out),
+              !fused ? "NOT fused" : bulk ? "fused kernel, bulk copies" : "fused kernel, register stream", e.error,
+              tolerance);
   if (!ok) ++failures;
 }
 
@@ -275,6 +285,13 @@ int main() {
     model_case("rope", t);
     model_case("alibi", t);
     model_case("gpt", t);
+  }
+  const char* bulk_switch = std::getenv("TESSERA_DECODE_BULK");
+  if (bulk_switch && std::atoi(bulk_switch) > 0) {
+    const bool ok = bulk_cases > 0;
+    std::printf("%s TESSERA_DECODE_BULK=%s: %d decode_linear cases took the bulk-copy path\n", ok ? "PASS" : "FAIL",
+                bulk_switch, bulk_cases);
+    if (!ok) ++failures;
   }
   std::printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

@@ -61,6 +61,12 @@ bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& 
   return TESSERA_CUDA_VALUE(decode_linear_fuses(in, d, out));
 }
 
+bool decode_linear_bulk_copies(const Tensor& in, const DecodeLinear& d, const Tensor& out) {
+  const char* op = "decode_linear_bulk_copies";
+  if (!decode_linear_fuses(in, d, out) || !detail::runs_on_cuda(op, {&in, &d.weight, &out})) return false;
+  return TESSERA_CUDA_VALUE(decode_linear_bulk_copies(in, d, out));
+}
+
 void decode_linear_forward(Arena& arena, const Tensor& in, const DecodeLinear& d, const Tensor& out) {
   const char* op = "decode_linear_forward";
   check(op, in, d, out);

@@ -8,7 +8,8 @@
 // round, so both agree up to fp32 summation order.
 // TESSERA_DECODE_FUSION=0 in the environment turns the fused decode block off (nn::TransformerLayer
 // then runs the separate ops); TESSERA_DECODE_PDL=0 launches the fused kernel and the cached
-// attention's kernels without programmatic dependent launch. Both are for measurements.
+// attention's kernels without programmatic dependent launch; TESSERA_DECODE_BULK selects the
+// kernel's bulk-copy path (below). All are for measurements.
 #pragma once
 #include "tessera/core/buffer.h"
 #include "tessera/core/tensor.h"
@@ -31,6 +32,11 @@ struct DecodeLinear {
 void decode_linear_forward(Arena& arena, const Tensor& in, const DecodeLinear& d, const Tensor& out);
 // Whether decode_linear_forward runs as one CUDA kernel for these tensors.
 bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& out);
+// Whether that kernel brings its weights in by bulk copies into shared memory (kernels/
+// decode_linear_bulk.cu): TESSERA_DECODE_BULK=P (blocks per SM; unset or 0: off) in the environment
+// selects it where a block's share fits, TESSERA_DECODE_BULK_PIECES the copies a warp's share is cut
+// into (1..8). For measurements against the register path.
+bool decode_linear_bulk_copies(const Tensor& in, const DecodeLinear& d, const Tensor& out);
 // TESSERA_DECODE_FUSION is not "0" (read once).
 bool decode_fusion_enabled();
 // TESSERA_DECODE_PDL is not "0" (read once): the fused decode linear and the cached attention's

@@ -12,12 +12,25 @@ namespace tessera::ops::cuda {
 namespace {
 bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
 
-// TESSERA_DECODE_BLOCKS_PER_SM (for measurements): kernels::DecodeLinearArgs::blocks_per_sm; unset: -1.
+// An integer switch for measurements, read once by the caller: the variable's value, `unset` without it.
+int integer_switch(const char* variable, int unset) {
+  const char* v = std::getenv(variable);
+  return v && *v ? std::atoi(v) : unset;
+}
+
+// kernels::DecodeLinearArgs's measurement switches: TESSERA_DECODE_BLOCKS_PER_SM (blocks_per_sm, unset
+// -1), TESSERA_DECODE_BULK (bulk_blocks_per_sm, unset 0: off), TESSERA_DECODE_BULK_PIECES
+// (bulk_pieces, unset 1).
 int blocks_per_sm() {
-  static const int value = [] {
-    const char* v = std::getenv("TESSERA_DECODE_BLOCKS_PER_SM");
-    return v && *v ? std::atoi(v) : -1;
-  }();
+  static const int value = integer_switch("TESSERA_DECODE_BLOCKS_PER_SM", -1);
+  return value;
+}
+int bulk_blocks_per_sm() {
+  static const int value = integer_switch("TESSERA_DECODE_BULK", 0);
+  return value;
+}
+int bulk_pieces() {
+  static const int value = integer_switch("TESSERA_DECODE_BULK_PIECES", 1);
   return value;
 }
 
@@ -41,6 +54,8 @@ kernels::DecodeLinearArgs args(const Tensor& in, const DecodeLinear& d, const Te
   a.k_in = in.dim(1);
   a.programmatic = decode_programmatic_launch();
   a.blocks_per_sm = blocks_per_sm();
+  a.bulk_blocks_per_sm = bulk_blocks_per_sm();
+  a.bulk_pieces = bulk_pieces();
   return a;
 }
 }  // namespace
@@ -50,6 +65,10 @@ bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& 
   for (const Tensor* t : {&d.weight, &d.bias, &d.ln_weight, &d.ln_bias, &d.residual, &out})
     if (!same_dtype(in, *t)) return false;
   return kernels::decode_linear_applies(in.dtype(), args(in, d, out));
+}
+
+bool decode_linear_bulk_copies(const Tensor& in, const DecodeLinear& d, const Tensor& out) {
+  return kernels::decode_linear_uses_bulk(in.dtype(), args(in, d, out));
 }
 
 void decode_linear_forward(const Tensor& in, const DecodeLinear& d, const Tensor& out) {
