@@ -38,8 +38,12 @@ struct DecodeLinearArgs {
   // dependency wait (0: off; the register path also runs where the share does not fit the shared
   // memory or the GPU is older than sm_90). bulk_pieces: each warp's share in that many copies
   // (1..8), each on its own barrier, so the warp sums the first while the others land.
+  // bulk_rows_per_block > 0: blocks of that many output rows instead of one wave (as many blocks as
+  // the shared memory lets in at once are resident; the others, and the next kernel's blocks, start as
+  // blocks leave).
   int bulk_blocks_per_sm = 0;
   int bulk_pieces = 1;
+  int bulk_rows_per_block = 0;
 };
 
 // Whether decode_linear_forward takes the shape and pointers: bf16/f16, 1..kSkinnyMaxRows rows,

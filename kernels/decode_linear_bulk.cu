@@ -1,6 +1,6 @@
 // The fused decode linear (decode_linear.h) with its weights brought in by bulk copies (bulk_copy.cuh,
 // sm_90) instead of the register stream of decode_linear.cu: one wave of blocks (bulk_blocks_per_sm a
-// SM) with the output rows split evenly over them; each warp copies its WarpSegments share of the
+// SM) with the output rows split evenly over them (or blocks of bulk_rows_per_block rows); each warp copies its WarpSegments share of the
 // block's rows into shared memory (the same layout as in global memory) in `pieces` copies (whole
 // segments each), each on its own transaction barrier, all before the grid dependency wait, so a
 // block's whole share is in flight at once whatever the register file holds. After the wait: the
@@ -109,8 +109,9 @@ struct Plan {
 };
 
 // The grid and shared memory of the bulk path for these arguments, or none (blocks 0) where the path
-// does not apply: off, before sm_90, more than kMaxBlockRows rows a block, or bulk_blocks_per_sm
-// blocks of the share not resident on one SM at once.
+// does not apply: off, before sm_90, more than kMaxBlockRows rows a block, or (one wave)
+// bulk_blocks_per_sm blocks of the share not resident on one SM at once (with bulk_rows_per_block: one
+// block not).
 template <typename T, int kRows, bool kLayerNorm>
 Plan plan(const DecodeLinearArgs& a) {
   Plan p;
@@ -119,13 +120,15 @@ Plan plan(const DecodeLinearArgs& a) {
   if (l.major < 9) return p;
   const auto kernel = decode_linear_bulk_kernel<T, kRows, kLayerNorm>;
   const int64_t wave = static_cast<int64_t>(l.sms) * a.bulk_blocks_per_sm;
-  const int64_t rows_per_block = (a.n_out + wave - 1) / wave;
+  const int resident = a.bulk_rows_per_block > 0 ? 1 : a.bulk_blocks_per_sm;  // blocks an SM must hold
+  const int64_t rows_per_block = a.bulk_rows_per_block > 0 ? std::min<int64_t>(a.bulk_rows_per_block, a.n_out)
+                                                           : (a.n_out + wave - 1) / wave;
   if (rows_per_block > kMaxBlockRows) return p;
   const size_t shared = static_cast<size_t>((rows_per_block + (kLayerNorm ? kRows : 0)) * a.k_in) * sizeof(T);
   static std::mutex mutex;
   static std::map<std::tuple<const void*, size_t, int>, bool> fits_cache;
   std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), shared, a.bulk_blocks_per_sm);
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), shared, resident);
   auto it = fits_cache.find(key);
   if (it == fits_cache.end()) {
     cudaFuncAttributes attributes{};
@@ -137,7 +140,7 @@ Plan plan(const DecodeLinearArgs& a) {
       int per_sm = 0;
       TESSERA_CUDA_CHECK(
           cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 32 * kWarpsPerBlock, shared));
-      fits = per_sm >= a.bulk_blocks_per_sm;
+      fits = per_sm >= resident;
     }
     it = fits_cache.emplace(key, fits).first;
   }

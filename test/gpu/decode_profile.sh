@@ -40,17 +40,20 @@ done
 python3 - "$out/variants.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-by = {}
+by = {}  # a variant listed again (an A/B's baseline first and last) gets its own line
 for r in rows:
-    if r["result"]: by.setdefault(r["variant"], {})[r["layers"]] = r["result"]["tok_s"]
+    key, n = r["variant"], 2
+    while r["layers"] in by.get(key, {}):
+        key, n = f'{r["variant"]} #{n}', n + 1
+    if r["result"]: by.setdefault(key, {})[r["layers"]] = r["result"]["tok_s"]
 print("1.5B shape, batch 1, bf16, greedy, prompt 128, 256 new tokens:")
 for v, t in by.items():
     if 48 in t and 24 in t:
         per_layer = (1e6 / t[48] - 1e6 / t[24]) / 24
         rest = 1e6 / t[48] - 48 * per_layer
-        print(f"  {v:40s} 48 layers {t[48]:7.1f} tok/s | 24 layers {t[24]:7.1f} | {per_layer:5.1f} us a layer, {rest:5.1f} us the rest")
+        print(f"  {v:52s} 48 layers {t[48]:7.1f} tok/s | 24 layers {t[24]:7.1f} | {per_layer:5.1f} us a layer, {rest:5.1f} us the rest")
     else:
-        print(f"  {v:40s} {t}")
+        print(f"  {v:52s} {t}")
 PY
 if [ "${DECODE_NCU:-1}" = 0 ]; then
   echo "ncu: skipped (DECODE_NCU=0)"

@@ -20,13 +20,17 @@ int integer_switch(const char* variable, int unset) {
 
 // kernels::DecodeLinearArgs's measurement switches: TESSERA_DECODE_BLOCKS_PER_SM (blocks_per_sm, unset
 // -1), TESSERA_DECODE_BULK (bulk_blocks_per_sm, unset 0: off), TESSERA_DECODE_BULK_PIECES
-// (bulk_pieces, unset 1).
+// (bulk_pieces, unset 1), TESSERA_DECODE_BULK_ROWS (bulk_rows_per_block, unset 0).
 int blocks_per_sm() {
   static const int value = integer_switch("TESSERA_DECODE_BLOCKS_PER_SM", -1);
   return value;
 }
 int bulk_blocks_per_sm() {
   static const int value = integer_switch("TESSERA_DECODE_BULK", 0);
+  return value;
+}
+int bulk_rows_per_block() {
+  static const int value = integer_switch("TESSERA_DECODE_BULK_ROWS", 0);
   return value;
 }
 int bulk_pieces() {
@@ -56,6 +60,7 @@ kernels::DecodeLinearArgs args(const Tensor& in, const DecodeLinear& d, const Te
   a.blocks_per_sm = blocks_per_sm();
   a.bulk_blocks_per_sm = bulk_blocks_per_sm();
   a.bulk_pieces = bulk_pieces();
+  a.bulk_rows_per_block = bulk_rows_per_block();
   return a;
 }
 }  // namespace
