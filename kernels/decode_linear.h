@@ -41,9 +41,13 @@ struct DecodeLinearArgs {
   // bulk_rows_per_block > 0: blocks of that many output rows instead of one wave (as many blocks as
   // the shared memory lets in at once are resident; the others, and the next kernel's blocks, start as
   // blocks leave).
+  // bulk_early_trigger: the bulk kernel lets the next grid launch before its own grid dependency
+  // wait (not after it), so the next kernels' blocks can start their copies while it still waits or
+  // streams (as far as the shared memory lets them in; each still waits for its predecessor).
   int bulk_blocks_per_sm = 0;
   int bulk_pieces = 1;
   int bulk_rows_per_block = 0;
+  bool bulk_early_trigger = false;
 };
 
 // Whether decode_linear_forward takes the shape and pointers: bf16/f16, 1..kSkinnyMaxRows rows,

@@ -6,8 +6,9 @@
 // block's whole share is in flight at once whatever the register file holds. After the wait: the
 // LayerNorm prologue (as decode_linear.cu), then each warp sums its rows from shared memory as each
 // piece lands, in the order the register path sums them, and the block finishes its rows
-// (decode::finish_rows). Selected by DecodeLinearArgs::bulk_blocks_per_sm
-// (TESSERA_DECODE_BULK), for measuring it against the register path.
+// (decode::finish_rows). With bulk_early_trigger the block lets the next grid launch before its own
+// wait. Selected by DecodeLinearArgs::bulk_blocks_per_sm (TESSERA_DECODE_BULK), for measuring it
+// against the register path.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -32,7 +33,7 @@ template <typename T, int kRows, bool kLayerNorm>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     decode_linear_bulk_kernel(const T* in, const T* ln_weight, const T* ln_bias, float ln_eps, const T* weight,
                               const T* bias, int epilogue, const T* residual, int64_t n_out, int64_t k_in,
-                              int rows_per_block, int pieces, T* out) {
+                              int rows_per_block, int pieces, bool early_trigger, T* out) {
   constexpr int kVec = 16 / sizeof(T);
   extern __shared__ __align__(128) unsigned char dynamic_shared[];  // [rows_per_block, k_in] weights, then xs
   __shared__ float partial[kMaxBlockRows][kWarpsPerBlock][kRows];
@@ -63,8 +64,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       beta = __ldg(reinterpret_cast<const uint4*>(ln_bias) + threadIdx.x);
     }
   }
+  if (early_trigger) let_next_grid_launch();  // the next grid still waits for this one's end
   wait_for_previous_grid();
-  let_next_grid_launch();
+  if (!early_trigger) let_next_grid_launch();
   const T* x = in;
   if constexpr (kLayerNorm) {
     T* xs = ws + static_cast<int64_t>(rows_per_block) * k_in;
@@ -161,7 +163,7 @@ bool launch(const DecodeLinearArgs& a, cudaStream_t s, bool run) {
                 dim3(static_cast<unsigned>(p.blocks)), dim3(32 * kWarpsPerBlock), p.shared_bytes, s,
                 static_cast<const T*>(a.in), static_cast<const T*>(a.ln_weight), static_cast<const T*>(a.ln_bias),
                 a.ln_eps, static_cast<const T*>(a.weight), static_cast<const T*>(a.bias), static_cast<int>(a.epilogue),
-                static_cast<const T*>(a.residual), a.n_out, a.k_in, static_cast<int>(p.rows_per_block), pieces,
+                static_cast<const T*>(a.residual), a.n_out, a.k_in, static_cast<int>(p.rows_per_block), pieces, a.bulk_early_trigger,
                 static_cast<T*>(a.out));
   return true;
 }

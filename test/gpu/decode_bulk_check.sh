@@ -14,7 +14,8 @@ bin=${1:?usage: decode_bulk_check.sh BIN_DIR SOURCE_DIR OUT_DIR}
 src=${2:?}
 out=${3:?}
 mkdir -p "$out"
-settings=${BULK_SETTINGS:-"TESSERA_DECODE_BULK=1;TESSERA_DECODE_BULK=1 TESSERA_DECODE_BULK_PIECES=4;TESSERA_DECODE_BULK=2 TESSERA_DECODE_BULK_PIECES=2;TESSERA_DECODE_BULK=1 TESSERA_DECODE_BULK_ROWS=8"}
+B=TESSERA_DECODE_BULK
+settings=${BULK_SETTINGS:-"$B=1;$B=1 ${B}_PIECES=4;$B=1 ${B}_PIECES=4 ${B}_EARLY=1;$B=2 ${B}_PIECES=2 ${B}_EARLY=1;$B=1 ${B}_ROWS=8 ${B}_PIECES=2 ${B}_EARLY=1"}
 status=0
 IFS=';' read -r -a list <<<"$settings"
 for s in "${list[@]}"; do

@@ -35,7 +35,8 @@ bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& 
 // Whether that kernel brings its weights in by bulk copies into shared memory (kernels/
 // decode_linear_bulk.cu): TESSERA_DECODE_BULK=P (blocks per SM; unset or 0: off) in the environment
 // selects it where a block's share fits, TESSERA_DECODE_BULK_PIECES the copies a warp's share is cut
-// into (1..8), TESSERA_DECODE_BULK_ROWS=R blocks of R output rows instead of one wave. For
+// into (1..8), TESSERA_DECODE_BULK_ROWS=R blocks of R output rows instead of one wave,
+// TESSERA_DECODE_BULK_EARLY=1 the next kernel launched before the kernel's own dependency wait. For
 // measurements against the register path.
 bool decode_linear_bulk_copies(const Tensor& in, const DecodeLinear& d, const Tensor& out);
 // TESSERA_DECODE_FUSION is not "0" (read once).
