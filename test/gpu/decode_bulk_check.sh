@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The fused decode linear's bulk-copy path (TESSERA_DECODE_BULK, kernels/decode_linear_bulk.cu) against
 # its register path, on one GPU in one call (issue 18's 1.5B batch-1 floor):
-# (1) gpu_generate_parity_test under each bulk setting below (each must pass and take the bulk path
-#     in some cases; a 120 s bound each, so a barrier that never completes ends the run, not the call);
+# (1) gpu_generate_parity_test under each setting below (120 s bound each, so a barrier that never
+#     completes ends the run, not the call): every case must pass, and with TESSERA_DECODE_BULK set
+#     some decode_linear cases must take the bulk path. The first setting,
+#     TESSERA_DECODE_EARLY_TRIGGER=1 alone, is the register path with the attention triggering early;
+#     the others take the bulk path;
 # (2) decode_profile.sh (1.5B shape, batch 1, bf16, greedy, prompt 128, 256 new tokens, at 48 and 24
 #     layers) alternating the register path ("default", first and last) with the bulk settings, and
 #     whether each setting's 48-layer tokens equal the register path's (bf16 sums in another order may
@@ -15,7 +18,7 @@ src=${2:?}
 out=${3:?}
 mkdir -p "$out"
 B=TESSERA_DECODE_BULK
-settings=${BULK_SETTINGS:-"$B=1;$B=1 ${B}_PIECES=4;$B=1 ${B}_PIECES=4 ${B}_EARLY=1;$B=2 ${B}_PIECES=2 ${B}_EARLY=1;$B=1 ${B}_ROWS=8 ${B}_PIECES=2 ${B}_EARLY=1"}
+settings=${BULK_SETTINGS:-"TESSERA_DECODE_EARLY_TRIGGER=1;$B=1;$B=1 ${B}_PIECES=4;$B=1 ${B}_PIECES=4 TESSERA_DECODE_EARLY_TRIGGER=1;$B=2 ${B}_PIECES=2 TESSERA_DECODE_EARLY_TRIGGER=1;$B=1 ${B}_ROWS=8 ${B}_PIECES=2 TESSERA_DECODE_EARLY_TRIGGER=1"}
 status=0
 IFS=';' read -r -a list <<<"$settings"
 for s in "${list[@]}"; do

@@ -54,6 +54,14 @@ bool decode_programmatic_launch() {
   return enabled;
 }
 
+bool decode_early_trigger() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("TESSERA_DECODE_EARLY_TRIGGER");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return enabled;
+}
+
 bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& out) {
   if (!in.device().is_cuda()) return false;
   const char* op = "decode_linear_fuses";

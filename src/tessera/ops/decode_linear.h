@@ -36,13 +36,18 @@ bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& 
 // decode_linear_bulk.cu): TESSERA_DECODE_BULK=P (blocks per SM; unset or 0: off) in the environment
 // selects it where a block's share fits, TESSERA_DECODE_BULK_PIECES the copies a warp's share is cut
 // into (1..8), TESSERA_DECODE_BULK_ROWS=R blocks of R output rows instead of one wave,
-// TESSERA_DECODE_BULK_EARLY=1 the next kernel launched before the kernel's own dependency wait. For
-// measurements against the register path.
+// and TESSERA_DECODE_EARLY_TRIGGER=1 (decode_early_trigger) the next kernel launched before the
+// kernel's own dependency wait. For measurements against the register path.
 bool decode_linear_bulk_copies(const Tensor& in, const DecodeLinear& d, const Tensor& out);
 // TESSERA_DECODE_FUSION is not "0" (read once).
 bool decode_fusion_enabled();
 // TESSERA_DECODE_PDL is not "0" (read once): the fused decode linear and the cached attention's
 // kernels launch with programmatic dependent launch.
 bool decode_programmatic_launch();
+// TESSERA_DECODE_EARLY_TRIGGER is "1" (read once): the bulk-copy decode kernels and the cached
+// attention's whole-head kernel let the next kernel launch before their own grid dependency wait
+// (it still waits for their end), so its blocks can start their weight copies sooner where the
+// shared memory lets them in. For measurements.
+bool decode_early_trigger();
 
 }  // namespace tessera::ops

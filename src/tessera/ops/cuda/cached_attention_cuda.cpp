@@ -28,6 +28,7 @@ void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const A
     a.alibi_first_head = params.alibi_first_head;
   }
   a.programmatic = decode_programmatic_launch();
+  a.early_trigger = decode_early_trigger();
   TESSERA_CHECK(a.head_dim <= 256 && a.capacity <= kernels::cached_attention_max_capacity(a.head_dim),
                 "cached_attention_forward: the CUDA kernel takes head_dim <= 256 and at most ",
                 kernels::cached_attention_max_capacity(a.head_dim), " cached tokens, got head_dim ", a.head_dim,

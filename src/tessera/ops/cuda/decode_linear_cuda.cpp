@@ -20,8 +20,7 @@ int integer_switch(const char* variable, int unset) {
 
 // kernels::DecodeLinearArgs's measurement switches: TESSERA_DECODE_BLOCKS_PER_SM (blocks_per_sm, unset
 // -1), TESSERA_DECODE_BULK (bulk_blocks_per_sm, unset 0: off), TESSERA_DECODE_BULK_PIECES
-// (bulk_pieces, unset 1), TESSERA_DECODE_BULK_ROWS (bulk_rows_per_block, unset 0),
-// TESSERA_DECODE_BULK_EARLY (bulk_early_trigger when not 0).
+// (bulk_pieces, unset 1), TESSERA_DECODE_BULK_ROWS (bulk_rows_per_block, unset 0).
 int blocks_per_sm() {
   static const int value = integer_switch("TESSERA_DECODE_BLOCKS_PER_SM", -1);
   return value;
@@ -32,10 +31,6 @@ int bulk_blocks_per_sm() {
 }
 int bulk_rows_per_block() {
   static const int value = integer_switch("TESSERA_DECODE_BULK_ROWS", 0);
-  return value;
-}
-bool bulk_early_trigger() {
-  static const bool value = integer_switch("TESSERA_DECODE_BULK_EARLY", 0) != 0;
   return value;
 }
 int bulk_pieces() {
@@ -66,7 +61,7 @@ kernels::DecodeLinearArgs args(const Tensor& in, const DecodeLinear& d, const Te
   a.bulk_blocks_per_sm = bulk_blocks_per_sm();
   a.bulk_pieces = bulk_pieces();
   a.bulk_rows_per_block = bulk_rows_per_block();
-  a.bulk_early_trigger = bulk_early_trigger();
+  a.bulk_early_trigger = decode_early_trigger();
   return a;
 }
 }  // namespace
