@@ -319,7 +319,8 @@ __global__ void __launch_bounds__(kHeadThreads)
   load_chunk(0, true, false);
   if (a.early_trigger) let_next_grid_launch();
   wait_for_previous_grid();
-  if (!a.early_trigger) let_next_grid_launch();  // at batch 1 this kernel takes few SMs: the next one's blocks take the rest
+  // At batch 1 this kernel takes few SMs: the next one's blocks take the rest.
+  if (!a.early_trigger) let_next_grid_launch();
   append_row_of_block(w, a);
   load_chunk(0, false, true);
   float q[kVec];

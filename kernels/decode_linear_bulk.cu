@@ -1,14 +1,14 @@
 // The fused decode linear (decode_linear.h) with its weights brought in by bulk copies (bulk_copy.cuh,
-// sm_90) instead of the register stream of decode_linear.cu: one wave of blocks (bulk_blocks_per_sm a
-// SM) with the output rows split evenly over them (or blocks of bulk_rows_per_block rows); each warp copies its WarpSegments share of the
-// block's rows into shared memory (the same layout as in global memory) in `pieces` copies (whole
-// segments each), each on its own transaction barrier, all before the grid dependency wait, so a
-// block's whole share is in flight at once whatever the register file holds. After the wait: the
-// LayerNorm prologue (as decode_linear.cu), then each warp sums its rows from shared memory as each
-// piece lands, in the order the register path sums them, and the block finishes its rows
-// (decode::finish_rows). With bulk_early_trigger the block lets the next grid launch before its own
-// wait. Selected by DecodeLinearArgs::bulk_blocks_per_sm (TESSERA_DECODE_BULK), for measuring it
-// against the register path.
+// sm_90) instead of the register stream of decode_linear.cu. One wave of blocks (bulk_blocks_per_sm a
+// SM) with the output rows split evenly over them, or blocks of bulk_rows_per_block rows. Each warp
+// copies its WarpSegments share of the block's rows into shared memory (the layout of global memory)
+// in `pieces` copies of whole segments, each on its own transaction barrier, all before the grid
+// dependency wait, so a block's whole share is in flight at once whatever the register file holds.
+// After the wait: the LayerNorm prologue (as decode_linear.cu), then each warp sums its rows from
+// shared memory as each piece lands, in the order the register path sums them, and the block
+// finishes its rows (decode::finish_rows). With bulk_early_trigger the block lets the next grid launch
+// before its own wait. Selected by DecodeLinearArgs::bulk_blocks_per_sm (TESSERA_DECODE_BULK), for
+// measuring it against the register path.
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -49,7 +49,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const char* src = reinterpret_cast<const char*>(weight + row0 * k_in);
   char* dst = reinterpret_cast<char*>(ws);
   if (lane < pieces) {  // no earlier kernel writes the weights: copy before the wait
-    const int64_t first = share.byte_offset(piece_start(lane)), bytes = share.byte_offset(piece_start(lane + 1)) - first;
+    const int64_t first = share.byte_offset(piece_start(lane));
+    const int64_t bytes = share.byte_offset(piece_start(lane + 1)) - first;
     if (bytes > 0) {
       uint64_t* barrier = &arrived[warp][lane];
       bulk::barrier_init(barrier);
@@ -163,8 +164,8 @@ bool launch(const DecodeLinearArgs& a, cudaStream_t s, bool run) {
                 dim3(static_cast<unsigned>(p.blocks)), dim3(32 * kWarpsPerBlock), p.shared_bytes, s,
                 static_cast<const T*>(a.in), static_cast<const T*>(a.ln_weight), static_cast<const T*>(a.ln_bias),
                 a.ln_eps, static_cast<const T*>(a.weight), static_cast<const T*>(a.bias), static_cast<int>(a.epilogue),
-                static_cast<const T*>(a.residual), a.n_out, a.k_in, static_cast<int>(p.rows_per_block), pieces, a.bulk_early_trigger,
-                static_cast<T*>(a.out));
+                static_cast<const T*>(a.residual), a.n_out, a.k_in, static_cast<int>(p.rows_per_block), pieces,
+                a.bulk_early_trigger, static_cast<T*>(a.out));
   return true;
 }
 
