@@ -396,6 +396,7 @@ bool launch_head_attention(const void* qkv, const uint8_t* key_mask, const Cache
                            void* v_cache, void* out, cudaStream_t s) {
   const unsigned rows = static_cast<unsigned>(a.tokens * a.batch * a.num_heads);
   const auto go = [&](auto kernel) {
+    if (a.max_shared_carveout) prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
     launch_kernel(a.programmatic, kernel, dim3(rows), dim3(kHeadThreads), 0, s, static_cast<const T*>(qkv), key_mask, a,
            static_cast<T*>(k_cache), static_cast<T*>(v_cache), static_cast<T*>(out));
     return true;

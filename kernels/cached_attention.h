@@ -22,6 +22,9 @@ struct CachedAttentionArgs {
   // The whole-head kernel (small batches) lets the next grid launch before its own dependency wait
   // instead of after it (the next grid still waits for its end).
   bool early_trigger = false;
+  // The whole-head kernel asks for the largest shared-memory carveout (prefer_max_shared_carveout):
+  // set while the decode linears take the bulk path, so its blocks and theirs share SMs.
+  bool max_shared_carveout = false;
 };
 
 // The largest cache (in tokens) the kernel takes for a head_dim: its scores live in shared memory.

@@ -111,6 +111,20 @@ struct WarpSegments {
   }
 };
 
+// acc[m] += weight vector w . vector c of input row m (x: [kRows, k_in]), in element order.
+template <typename T, int kRows>
+__device__ __forceinline__ void dot_vector(const uint4& w, const T* x, int64_t k_in, int c, float (&acc)[kRows]) {
+  constexpr int kVec = 16 / sizeof(T);
+  const T* we = reinterpret_cast<const T*>(&w);
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) {
+    const uint4 xv = *reinterpret_cast<const uint4*>(x + m * k_in + static_cast<int64_t>(c) * kVec);
+    const T* xe = reinterpret_cast<const T*>(&xv);
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) acc[m] += load_f(we + e) * load_f(xe + e);
+  }
+}
+
 // The warp's sums of one row into its partial entries (lane 0 writes), the accumulators back to 0.
 template <int kRows>
 __device__ __forceinline__ void flush_row(float (&acc)[kRows], float* partial_row_warp, int lane) {
@@ -168,16 +182,7 @@ struct WeightRowStream {
       for (int u = 0; u < kInFlight; ++u) {
         if (base + u >= count) break;
         const int c = seg * 32 + lane;
-        if (c < vectors) {
-          const T* we = reinterpret_cast<const T*>(&wv[u]);
-#pragma unroll
-          for (int m = 0; m < kRows; ++m) {
-            const uint4 xv = *reinterpret_cast<const uint4*>(x + m * k_in + static_cast<int64_t>(c) * kVec);
-            const T* xe = reinterpret_cast<const T*>(&xv);
-#pragma unroll
-            for (int e = 0; e < kVec; ++e) acc[m] += load_f(we + e) * load_f(xe + e);
-          }
-        }
+        if (c < vectors) dot_vector<T, kRows>(wv[u], x, k_in, c, acc);
         if (base + u + kInFlight < count) request(wv[u], lane);
         if (++seg == per_row) {  // the row is done (warp-uniform)
           flush();
@@ -207,17 +212,8 @@ __device__ __forceinline__ void shared_rows_dot(const T* ws, int rows, int64_t k
   for (int i = 0; i < share.count; ++i) {
     ready(i);
     const int c = seg * 32 + lane;
-    if (c < share.vectors) {
-      const uint4 wv = *reinterpret_cast<const uint4*>(ws + static_cast<int64_t>(row) * k_in + c * kVec);
-      const T* we = reinterpret_cast<const T*>(&wv);
-#pragma unroll
-      for (int m = 0; m < kRows; ++m) {
-        const uint4 xv = *reinterpret_cast<const uint4*>(x + m * k_in + static_cast<int64_t>(c) * kVec);
-        const T* xe = reinterpret_cast<const T*>(&xv);
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) acc[m] += load_f(we + e) * load_f(xe + e);
-      }
-    }
+    const T* w = ws + static_cast<int64_t>(row) * k_in + static_cast<int64_t>(c) * kVec;
+    if (c < share.vectors) dot_vector<T, kRows>(*reinterpret_cast<const uint4*>(w), x, k_in, c, acc);
     if (++seg == share.per_row) {  // the row is done (warp-uniform)
       flush_row<kRows>(acc, partial[row][warp], lane);
       seg = 0, ++row;

@@ -68,6 +68,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 template <typename T, int kRows, bool kLayerNorm>
 void launch(const DecodeLinearArgs& a, cudaStream_t s) {
   const auto kernel = decode_linear_kernel<T, kRows, kLayerNorm>;
+  if (a.max_shared_carveout) prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
   const size_t shared_bytes = kLayerNorm ? static_cast<size_t>(kRows * a.k_in) * sizeof(T) : 0;
   // One wave of blocks (default: as many as fit on the GPU at once) with the output rows split evenly
   // over them: with a LayerNorm prologue each block normalises the input once, and the blocks stream

@@ -48,6 +48,9 @@ struct DecodeLinearArgs {
   int bulk_pieces = 1;
   int bulk_rows_per_block = 0;
   bool bulk_early_trigger = false;
+  // The largest shared-memory carveout for this kernel (prefer_max_shared_carveout): set for every
+  // decode kernel while the bulk path runs, so they share one SM configuration.
+  bool max_shared_carveout = false;
 };
 
 // Whether decode_linear_forward takes the shape and pointers: bf16/f16, 1..kSkinnyMaxRows rows,

@@ -138,6 +138,7 @@ Plan plan(const DecodeLinearArgs& a) {
     TESSERA_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
     bool fits = shared + attributes.sharedSizeBytes <= static_cast<size_t>(l.shared_optin);
     if (fits) {
+      prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
       TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               l.shared_optin - static_cast<int>(attributes.sharedSizeBytes)));
       int per_sm = 0;

@@ -62,6 +62,14 @@ bool decode_early_trigger() {
   return enabled;
 }
 
+int decode_bulk_blocks_per_sm() {
+  static const int value = [] {
+    const char* v = std::getenv("TESSERA_DECODE_BULK");
+    return v && *v ? std::atoi(v) : 0;
+  }();
+  return value;
+}
+
 bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& out) {
   if (!in.device().is_cuda()) return false;
   const char* op = "decode_linear_fuses";

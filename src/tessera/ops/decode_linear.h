@@ -49,5 +49,9 @@ bool decode_programmatic_launch();
 // (it still waits for their end), so its blocks can start their weight copies sooner where the
 // shared memory lets them in. For measurements.
 bool decode_early_trigger();
+// TESSERA_DECODE_BULK as a number (read once; unset: 0, the register path): blocks per SM of the
+// decode linear's bulk-copy path. While it is on, every decode kernel asks for the largest
+// shared-memory carveout.
+int decode_bulk_blocks_per_sm();
 
 }  // namespace tessera::ops

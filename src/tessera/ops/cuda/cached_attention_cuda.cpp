@@ -29,6 +29,7 @@ void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const A
   }
   a.programmatic = decode_programmatic_launch();
   a.early_trigger = decode_early_trigger();
+  a.max_shared_carveout = decode_bulk_blocks_per_sm() > 0;
   TESSERA_CHECK(a.head_dim <= 256 && a.capacity <= kernels::cached_attention_max_capacity(a.head_dim),
                 "cached_attention_forward: the CUDA kernel takes head_dim <= 256 and at most ",
                 kernels::cached_attention_max_capacity(a.head_dim), " cached tokens, got head_dim ", a.head_dim,

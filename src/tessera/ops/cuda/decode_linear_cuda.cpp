@@ -18,15 +18,12 @@ int integer_switch(const char* variable, int unset) {
   return v && *v ? std::atoi(v) : unset;
 }
 
-// kernels::DecodeLinearArgs's measurement switches: TESSERA_DECODE_BLOCKS_PER_SM (blocks_per_sm, unset
-// -1), TESSERA_DECODE_BULK (bulk_blocks_per_sm, unset 0: off), TESSERA_DECODE_BULK_PIECES
-// (bulk_pieces, unset 1), TESSERA_DECODE_BULK_ROWS (bulk_rows_per_block, unset 0).
+// kernels::DecodeLinearArgs's measurement switches (TESSERA_DECODE_BULK and _EARLY_TRIGGER are
+// ops/decode_linear.h's): TESSERA_DECODE_BLOCKS_PER_SM (blocks_per_sm, unset -1),
+// TESSERA_DECODE_BULK_PIECES (bulk_pieces, unset 1), TESSERA_DECODE_BULK_ROWS (bulk_rows_per_block,
+// unset 0).
 int blocks_per_sm() {
   static const int value = integer_switch("TESSERA_DECODE_BLOCKS_PER_SM", -1);
-  return value;
-}
-int bulk_blocks_per_sm() {
-  static const int value = integer_switch("TESSERA_DECODE_BULK", 0);
   return value;
 }
 int bulk_rows_per_block() {
@@ -58,7 +55,8 @@ kernels::DecodeLinearArgs args(const Tensor& in, const DecodeLinear& d, const Te
   a.k_in = in.dim(1);
   a.programmatic = decode_programmatic_launch();
   a.blocks_per_sm = blocks_per_sm();
-  a.bulk_blocks_per_sm = bulk_blocks_per_sm();
+  a.bulk_blocks_per_sm = decode_bulk_blocks_per_sm();
+  a.max_shared_carveout = a.bulk_blocks_per_sm > 0;
   a.bulk_pieces = bulk_pieces();
   a.bulk_rows_per_block = bulk_rows_per_block();
   a.bulk_early_trigger = decode_early_trigger();
