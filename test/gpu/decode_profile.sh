@@ -6,7 +6,8 @@
 # (2) with ncu on PATH: per-kernel GPU time and DRAM bytes of the decode steps of a 2-layer model of
 #     the same shape (ncu replays each kernel alone with cold caches: no PDL overlap, no L2 prefetch
 #     benefit; the sum against (1) shows what overlap buys).
-# Usage: [DECODE_VARIANTS=...] [DECODE_NCU=0] decode_profile.sh BIN_DIR OUT_DIR. Prints a table; exit 0 when every run succeeded.
+# Usage: [DECODE_VARIANTS=...] [DECODE_NCU=0] [DECODE_RUN_TIMEOUT=s (240)] decode_profile.sh BIN_DIR OUT_DIR.
+# Prints a table; exit 0 when every run succeeded (a run past the timeout fails).
 set -uo pipefail
 bin=${1:?usage: decode_profile.sh BIN_DIR OUT_DIR}
 out=${2:?}
@@ -19,7 +20,7 @@ print(json.dumps({'prompt_ids': [random.randrange(50257) for _ in range(128)]}))
 generate() {  # LAYERS NEW_TOKENS WARMUP LOG [env...]
   local layers=$1 new=$2 warmup=$3 log=$4
   shift 4
-  env "$@" "$bin/tessera-generate" --random-init --set model.num_layers="$layers" --set model.hidden_size=1600 \
+  timeout "${DECODE_RUN_TIMEOUT:-240}" env "$@" "$bin/tessera-generate" --random-init --set model.num_layers="$layers" --set model.hidden_size=1600 \
     --set model.num_attention_heads=25 --set model.max_position_embeddings=1024 --set model.hidden_dropout=0.0 \
     --set model.attention_dropout=0.0 --set training.device=\"cuda\" --set training.precision=\"bf16\" \
     --prompts-file "$out/prompt.jsonl" --max-new-tokens "$new" --no-stop --warmup "$warmup" \
