@@ -88,7 +88,7 @@ Tensor TransformerLayer::forward_cached_fused(Arena& arena, const Tensor& in, in
   const LayerNorm* ln2 = ln2_.layernorm();
   const bool half = in.dtype() == DType::bf16 || in.dtype() == DType::f16;
   if (!in.device().is_cuda() || !half || in.ndim() != 2 || in.dim(0) > kMaxRows || moe_ || !mlp_ || mlp_->swiglu() ||
-      tp_.enabled() || !ln1 || !ln2 || !ops::decode_fusion_enabled())
+      tp_.enabled() || !ln1 || !ln2 || !ops::decode_switches().fusion)
     return Tensor();
   const int64_t rows = in.dim(0), hidden = in.dim(1);
   const auto& qkv_linear = attention_.qkv_linear();

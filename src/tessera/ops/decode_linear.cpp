@@ -37,37 +37,30 @@ void check(const char* op, const Tensor& in, const DecodeLinear& d, const Tensor
 }  // namespace
 
 namespace {
-// An A/B switch for measurements: on unless the environment variable is "0".
-bool switch_on(const char* variable) {
+// The variable's value as an integer; `unset` when it is unset or empty.
+int integer_variable(const char* variable, int unset) {
   const char* v = std::getenv(variable);
-  return !(v && std::strcmp(v, "0") == 0);
+  return v && *v ? std::atoi(v) : unset;
+}
+bool variable_is(const char* variable, const char* value) {
+  const char* v = std::getenv(variable);
+  return v && std::strcmp(v, value) == 0;
 }
 }  // namespace
 
-bool decode_fusion_enabled() {
-  static const bool enabled = switch_on("TESSERA_DECODE_FUSION");
-  return enabled;
-}
-
-bool decode_programmatic_launch() {
-  static const bool enabled = switch_on("TESSERA_DECODE_PDL");
-  return enabled;
-}
-
-bool decode_early_trigger() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TESSERA_DECODE_EARLY_TRIGGER");
-    return v && std::strcmp(v, "1") == 0;
+const DecodeSwitches& decode_switches() {
+  static const DecodeSwitches switches = [] {
+    DecodeSwitches s;
+    s.fusion = !variable_is("TESSERA_DECODE_FUSION", "0");
+    s.programmatic_launch = !variable_is("TESSERA_DECODE_PDL", "0");
+    s.early_trigger = variable_is("TESSERA_DECODE_EARLY_TRIGGER", "1");
+    s.blocks_per_sm = integer_variable("TESSERA_DECODE_BLOCKS_PER_SM", -1);
+    s.bulk_blocks_per_sm = integer_variable("TESSERA_DECODE_BULK", 0);
+    s.bulk_pieces = integer_variable("TESSERA_DECODE_BULK_PIECES", 1);
+    s.bulk_rows_per_block = integer_variable("TESSERA_DECODE_BULK_ROWS", 0);
+    return s;
   }();
-  return enabled;
-}
-
-int decode_bulk_blocks_per_sm() {
-  static const int value = [] {
-    const char* v = std::getenv("TESSERA_DECODE_BULK");
-    return v && *v ? std::atoi(v) : 0;
-  }();
-  return value;
+  return switches;
 }
 
 bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& out) {

@@ -33,25 +33,31 @@ void decode_linear_forward(Arena& arena, const Tensor& in, const DecodeLinear& d
 // Whether decode_linear_forward runs as one CUDA kernel for these tensors.
 bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& out);
 // Whether that kernel brings its weights in by bulk copies into shared memory (kernels/
-// decode_linear_bulk.cu): TESSERA_DECODE_BULK=P (blocks per SM; unset or 0: off) in the environment
-// selects it where a block's share fits, TESSERA_DECODE_BULK_PIECES the copies a warp's share is cut
-// into (1..8), TESSERA_DECODE_BULK_ROWS=R blocks of R output rows instead of one wave,
-// and TESSERA_DECODE_EARLY_TRIGGER=1 (decode_early_trigger) the next kernel launched before the
-// kernel's own dependency wait. For measurements against the register path.
+// decode_linear_bulk.cu; DecodeSwitches::bulk_blocks_per_sm and the switches after it).
 bool decode_linear_bulk_copies(const Tensor& in, const DecodeLinear& d, const Tensor& out);
-// TESSERA_DECODE_FUSION is not "0" (read once).
-bool decode_fusion_enabled();
-// TESSERA_DECODE_PDL is not "0" (read once): the fused decode linear and the cached attention's
-// kernels launch with programmatic dependent launch.
-bool decode_programmatic_launch();
-// TESSERA_DECODE_EARLY_TRIGGER is "1" (read once): the bulk-copy decode kernels and the cached
-// attention's whole-head kernel let the next kernel launch before their own grid dependency wait
-// (it still waits for their end), so its blocks can start their weight copies sooner where the
-// shared memory lets them in. For measurements.
-bool decode_early_trigger();
-// TESSERA_DECODE_BULK as a number (read once; unset: 0, the register path): blocks per SM of the
-// decode linear's bulk-copy path. While it is on, every decode kernel asks for the largest
-// shared-memory carveout.
-int decode_bulk_blocks_per_sm();
+
+// The decode kernels' A/B switches for measurements, read from the environment once, in one place.
+struct DecodeSwitches {
+  // TESSERA_DECODE_FUSION is not "0": the decode step's LayerNorm + linear + epilogue fused.
+  bool fusion = true;
+  // TESSERA_DECODE_PDL is not "0": the fused decode linear and the cached attention's kernels
+  // launch with programmatic dependent launch.
+  bool programmatic_launch = true;
+  // TESSERA_DECODE_EARLY_TRIGGER is "1": the bulk-copy decode kernels and the cached attention's
+  // whole-head kernel let the next kernel launch before their own grid dependency wait (it still
+  // waits for their end), so its blocks can start their weight copies sooner.
+  bool early_trigger = false;
+  // TESSERA_DECODE_BLOCKS_PER_SM (unset: -1, the kernel's own choice): the register path's blocks per SM.
+  int blocks_per_sm = -1;
+  // TESSERA_DECODE_BULK=P (unset or 0: off, the register path): blocks per SM of the bulk-copy path,
+  // taken where a block's share fits. While it is on, every decode kernel asks for the largest
+  // shared-memory carveout.
+  int bulk_blocks_per_sm = 0;
+  // TESSERA_DECODE_BULK_PIECES (unset: 1; 1..8): the copies a warp's share is cut into.
+  int bulk_pieces = 1;
+  // TESSERA_DECODE_BULK_ROWS=R (unset: 0, one wave): bulk blocks of R output rows.
+  int bulk_rows_per_block = 0;
+};
+const DecodeSwitches& decode_switches();
 
 }  // namespace tessera::ops

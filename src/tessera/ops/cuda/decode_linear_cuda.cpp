@@ -1,7 +1,5 @@
 // CUDA host side of the fused decode linear (kernels/decode_linear.cu): the kernel's arguments from
 // the dispatcher's (ops/decode_linear.cpp) checked tensors, launched on CudaContext's stream.
-#include <cstdlib>
-
 #include "kernels/decode_linear.h"
 #include "tessera/ops/cuda/cuda_context.h"
 #include "tessera/ops/cuda/ops_cuda.h"
@@ -11,29 +9,6 @@ namespace tessera::ops::cuda {
 
 namespace {
 bool present(const Tensor& t) { return t.defined() && t.data() != nullptr; }
-
-// An integer switch for measurements, read once by the caller: the variable's value, `unset` without it.
-int integer_switch(const char* variable, int unset) {
-  const char* v = std::getenv(variable);
-  return v && *v ? std::atoi(v) : unset;
-}
-
-// kernels::DecodeLinearArgs's measurement switches (TESSERA_DECODE_BULK and _EARLY_TRIGGER are
-// ops/decode_linear.h's): TESSERA_DECODE_BLOCKS_PER_SM (blocks_per_sm, unset -1),
-// TESSERA_DECODE_BULK_PIECES (bulk_pieces, unset 1), TESSERA_DECODE_BULK_ROWS (bulk_rows_per_block,
-// unset 0).
-int blocks_per_sm() {
-  static const int value = integer_switch("TESSERA_DECODE_BLOCKS_PER_SM", -1);
-  return value;
-}
-int bulk_rows_per_block() {
-  static const int value = integer_switch("TESSERA_DECODE_BULK_ROWS", 0);
-  return value;
-}
-int bulk_pieces() {
-  static const int value = integer_switch("TESSERA_DECODE_BULK_PIECES", 1);
-  return value;
-}
 
 bool same_dtype(const Tensor& a, const Tensor& b) { return !present(b) || a.dtype() == b.dtype(); }
 
@@ -53,13 +28,14 @@ kernels::DecodeLinearArgs args(const Tensor& in, const DecodeLinear& d, const Te
   a.rows = in.dim(0);
   a.n_out = d.weight.dim(0);
   a.k_in = in.dim(1);
-  a.programmatic = decode_programmatic_launch();
-  a.blocks_per_sm = blocks_per_sm();
-  a.bulk_blocks_per_sm = decode_bulk_blocks_per_sm();
-  a.max_shared_carveout = a.bulk_blocks_per_sm > 0;
-  a.bulk_pieces = bulk_pieces();
-  a.bulk_rows_per_block = bulk_rows_per_block();
-  a.bulk_early_trigger = decode_early_trigger();
+  const DecodeSwitches& switches = decode_switches();
+  a.programmatic = switches.programmatic_launch;
+  a.blocks_per_sm = switches.blocks_per_sm;
+  a.bulk_blocks_per_sm = switches.bulk_blocks_per_sm;
+  a.max_shared_carveout = switches.bulk_blocks_per_sm > 0;
+  a.bulk_pieces = switches.bulk_pieces;
+  a.bulk_rows_per_block = switches.bulk_rows_per_block;
+  a.bulk_early_trigger = switches.early_trigger;
   return a;
 }
 }  // namespace
