@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "device_test_support.h"
 #include "tessera/core/buffer.h"
 #include "tessera/models/gpt.h"
 #include "tessera/ops/activation.h"
@@ -228,11 +229,7 @@ void bench_shape(const std::string& shape, int64_t layers, int64_t hidden, int64
 
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device visible\n");
-    return 77;
-  }
+  if (!gpu_test::device_visible()) return 77;
   if (argc > 1) reps = std::max(1, std::atoi(argv[1]));
   std::printf("decode op bench: bf16, KV cache 384 (383 cached), %d reps per op; us per call, eager and from a "
               "CUDA graph\n", reps);

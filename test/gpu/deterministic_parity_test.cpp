@@ -35,6 +35,8 @@ using namespace tessera;
 namespace {
 
 using gpu_test::DeviceTensor;
+using gpu_test::cpu;
+using gpu_test::upload;
 using Bytes = std::vector<unsigned char>;
 std::mt19937 rng(4321);
 int failures = 0;
@@ -42,11 +44,6 @@ int failures = 0;
 std::vector<float> randn(int64_t n, float stddev, DType t, float mean = 0.0f) {
   return gpu_test::random_normal(rng, n, stddev, t, mean);
 }
-std::unique_ptr<DeviceTensor> upload(const std::vector<float>& v, DType t, Shape shape) {
-  const Bytes bytes = gpu_test::to_bytes(v, t);
-  return std::make_unique<DeviceTensor>(t, std::move(shape), bytes.data());
-}
-Tensor cpu(std::vector<float>& v, Shape shape) { return Tensor(v.data(), DType::f32, std::move(shape)); }
 
 Bytes raw(const DeviceTensor& d) {
   ops::cuda::synchronize();
@@ -319,12 +316,8 @@ void test_flash_attention(int64_t s, int64_t b, int64_t na, int64_t ng, int64_t 
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device visible\n");
-    return 77;
-  }
-  try {
+  if (!gpu_test::device_visible()) return 77;
+  const bool ran = gpu_test::ran_without_exception([] {
     for (DType t : {DType::f32, DType::bf16}) {
       test_layernorm(t, 37, 96);
       test_layernorm(t, 8192, 768);
@@ -342,10 +335,8 @@ int main() {
     test_linear_backward(DType::f32, 4096, 768, 2304);
     test_flash_attention(1024, 2, 4, 4, 64, true);
     test_flash_attention(257, 3, 8, 2, 128, false);
-  } catch (const std::exception& e) {
-    std::printf("FAIL: exception: %s\n", e.what());
-    return 1;
-  }
+  });
+  if (!ran) return 1;
   std::printf("\ndeterministic mode parity: %s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
   return failures ? 1 : 0;
 }

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -28,7 +27,6 @@
 #include "tessera/ops/attention.h"
 #include "tessera/ops/cuda/cuda_context.h"
 #include "tessera/ops/cuda/ops_cuda.h"
-#include "tessera/ops/deterministic_mode.h"
 #include "tessera/ops/flash_attention.h"
 #include "tessera/ops/rope.h"
 
@@ -37,19 +35,15 @@ using namespace tessera;
 namespace {
 
 using gpu_test::DeviceTensor;
+using gpu_test::cpu;
 using gpu_test::cuda_ok;
 using gpu_test::kGuard;
 using gpu_test::round_to;
-using gpu_test::to_bytes;
+using gpu_test::upload;
 std::mt19937 rng(4321);
 int failures = 0;
 
 std::vector<float> randn(int64_t n, float stddev, DType t) { return gpu_test::random_normal(rng, n, stddev, t); }
-
-std::unique_ptr<DeviceTensor> upload(const std::vector<float>& v, DType t, Shape shape) {
-  auto bytes = to_bytes(v, t);
-  return std::make_unique<DeviceTensor>(t, std::move(shape), bytes.data());
-}
 
 // Leaves the device contents to the op under test: a NaN pattern, so an unwritten element shows.
 std::unique_ptr<DeviceTensor> output(DType t, Shape shape) {
@@ -61,8 +55,6 @@ std::unique_ptr<DeviceTensor> output(DType t, Shape shape) {
 std::vector<float> download(const DeviceTensor& d, const std::string& what) {
   return gpu_test::download_checked(d, what, failures);
 }
-
-Tensor cpu(std::vector<float>& v, Shape shape) { return Tensor(v.data(), DType::f32, std::move(shape)); }
 
 // Thresholds on max|gpu - ref| / max|ref|. The reference sees the same rounded inputs, so the error
 // is the kernel's own: P (and dS) rounded to the storage dtype before the tensor-core products
@@ -81,8 +73,7 @@ double tolerance(const std::string& what, DType t) {
   return what == "out" ? forward : 2 * forward;
 }
 
-struct Result { double worst = 0.0; int cases = 0; bool ok = true; };
-std::map<std::string, Result> results;  // "what dtype hn" -> worst normalised error
+gpu_test::ParityTable results{"what dtype hn variant"};  // -> worst normalised error
 
 // gpu/ref restricted to the entries where pick(i) is true; NaN/Inf classes must agree. The error is
 // normalised by max(max|ref| over the picked entries, floor): dq and dk pass floor = 5% of max|dqkv|,
@@ -109,12 +100,7 @@ double compare(const std::string& what, DType t, int64_t hn, const std::string& 
   const double err = denominator > 0 ? max_err / denominator : max_err;  // all-zero reference: absolute error
   const double tol = tolerance(what, t);
   const std::string key = what + " " + std::string(dtype_name(t)) + " hn" + std::to_string(hn) + " " + variant;
-  Result& r = results[key];
-  r.cases++;
-  r.worst = std::max(r.worst, err);
-  const bool ok = err <= tol && special_mismatch == 0 && std::isfinite(err);
-  if (!ok) {
-    r.ok = false;
+  if (!results.record(key, err, tol, err <= tol && special_mismatch == 0 && std::isfinite(err))) {
     ++failures;
     std::printf("FAIL %s %s: normalised error %.3g (tolerance %.3g; max|err| %.3g, max|ref| %.3g), %d NaN/Inf "
                 "mismatches\n", key.c_str(), config.c_str(), err, tol, max_err, max_ref, special_mismatch);
@@ -483,15 +469,8 @@ void time_shape(const char* label, int64_t b, int64_t na, int64_t s, int64_t hn,
 }  // namespace
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device visible\n");
-    return 77;
-  }
-  if (const char* mode = std::getenv("TESSERA_TEST_DETERMINISTIC"); mode && std::string(mode) == "1") {
-    ops::set_deterministic_mode(true);  // the same checks on the deterministic kernels
-    std::printf("deterministic mode on (TESSERA_TEST_DETERMINISTIC=1)\n");
-  }
+  if (!gpu_test::device_visible()) return 77;
+  gpu_test::honour_deterministic_switch();
   // argv[1]: optional file for the per-configuration error table (default: stdout); argv[2] = "quick":
   // no timings and s <= 257 only (for runs under compute-sanitizer); "dropout": only the fused
   // kernels' attention-dropout cases; "timings": only the timings (for A/B runs of kernel variants).
@@ -500,7 +479,7 @@ int main(int argc, char** argv) {
   const bool dropout_only = argc > 2 && std::string(argv[2]) == "dropout";
   const bool quick = dropout_only || (argc > 2 && std::string(argv[2]) == "quick");
   const bool timings_only = argc > 2 && std::string(argv[2]) == "timings";
-  try {
+  const bool ran = gpu_test::ran_without_exception([&] {
     std::printf("timings (bf16, causal, s=1024, hn=64; median of 20 after 3 warm-up; FLOPs fwd 4 b na s^2 hn / 2, "
                 "bwd 2.5x)\n");
     if (!quick) {
@@ -509,7 +488,7 @@ int main(int argc, char** argv) {
       time_shape("GPT-2 124M  16 documents", 16, 12, 1024, 64, 16);
       time_shape("GPT-2 124M  dropout 0.1", 16, 12, 1024, 64, 0, 0.1);
     }
-    if (timings_only) return 0;
+    if (timings_only) return;
     const int64_t heads[][2] = {{4, 4}, {8, 2}, {4, 1}};
     if (!dropout_only)
     for (DType t : {DType::bf16, DType::f16})
@@ -536,20 +515,9 @@ int main(int argc, char** argv) {
               run_flash_dropout(t, hn, s, 2, 4, 2, causal, padding, false, log);
               if (s == 128) run_flash_dropout(t, hn, s, 2, 4, 4, causal, padding, true, log);
             }
-  } catch (const std::exception& e) {
-    std::printf("FAIL: exception: %s\n", e.what());
-    return 1;
-  }
+  });
+  if (!ran) return 1;
+  if (timings_only) return 0;
   if (log != stdout) std::fclose(log);
-  std::printf("\n%-30s %6s %12s %10s  %s\n", "what dtype hn variant", "cases", "max_norm_err", "tolerance", "result");
-  for (const auto& [key, r] : results) {
-    const std::string what = key.substr(0, key.find(' '));
-    const DType t = key.find("bf16") != std::string::npos  ? DType::bf16
-                    : key.find("f32") != std::string::npos ? DType::f32
-                                                           : DType::f16;
-    std::printf("%-30s %6d %12.3e %10.1e  %s\n", key.c_str(), r.cases, r.worst, tolerance(what, t),
-                r.ok ? "ok" : "FAIL");
-  }
-  std::printf("\nflash attention parity: %s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  return results.summarise("flash attention parity", failures);
 }

@@ -18,7 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -30,7 +29,6 @@
 #include "tessera/core/tensor.h"
 #include "tessera/ops/bias_dropout_add.h"
 #include "tessera/ops/cuda/ops_cuda.h"
-#include "tessera/ops/deterministic_mode.h"
 #include "tessera/ops/dropout.h"
 #include "tessera/ops/rmsnorm.h"
 #include "tessera/ops/rope.h"
@@ -40,9 +38,10 @@ using namespace tessera;
 namespace {
 
 using gpu_test::DeviceTensor;
+using gpu_test::cpu;
 using gpu_test::cuda_ok;
 using gpu_test::round_to;
-using gpu_test::to_bytes;
+using gpu_test::upload;
 std::mt19937 rng(4321);
 int failures = 0;
 
@@ -50,19 +49,11 @@ std::vector<float> randn(int64_t n, float stddev, DType t, float mean = 0.0f) {
   return gpu_test::random_normal(rng, n, stddev, t, mean);
 }
 
-std::unique_ptr<DeviceTensor> upload(const std::vector<float>& v, DType t, Shape shape) {
-  auto bytes = to_bytes(v, t);
-  return std::make_unique<DeviceTensor>(t, std::move(shape), bytes.data());
-}
-
 std::vector<float> download(const DeviceTensor& d, const std::string& what) {
   return gpu_test::download_checked(d, what, failures);
 }
 
-Tensor cpu(std::vector<float>& v, Shape shape) { return Tensor(v.data(), DType::f32, std::move(shape)); }
-
-struct Result { double worst = 0.0, tolerance = 0.0; int cases = 0; bool ok = true; };
-std::map<std::string, Result> results;  // "op dtype" -> worst normalised error
+gpu_test::ParityTable results;  // "op dtype" -> worst normalised error
 
 double base_tolerance(DType t) { return t == DType::f32 ? 1e-4 : t == DType::bf16 ? 2e-2 : 4e-3; }
 
@@ -76,12 +67,7 @@ void compare(const std::string& op, DType t, const std::vector<float>& gpu, cons
   const double err = measured.error;
   const int special_mismatch = measured.special_mismatches;
   const std::string key = op + " " + std::string(dtype_name(t));
-  Result& r = results[key];
-  r.tolerance = std::max(r.tolerance, tol);
-  r.cases++;
-  r.worst = std::max(r.worst, err);
-  if (err > tol || special_mismatch || !std::isfinite(err)) {
-    r.ok = false;
+  if (!results.record(key, err, tol, err <= tol && !special_mismatch && std::isfinite(err))) {
     ++failures;
     std::printf("FAIL %s: normalised error %.3g (tolerance %.3g), %d NaN/Inf mismatches, %zu elements\n", key.c_str(),
                 err, tol, special_mismatch, ref.size());
@@ -97,10 +83,7 @@ void compare_exact(const std::string& op, DType t, const std::vector<float>& gpu
     if (!same && mismatches++ == 0) first = static_cast<int64_t>(i);
   }
   const std::string key = op + "_exact " + std::string(dtype_name(t));
-  Result& r = results[key];
-  r.cases++;
-  if (mismatches) {
-    r.ok = false;
+  if (!results.record(key, 0, 0, !mismatches)) {
     ++failures;
     std::printf("FAIL %s: %lld of %zu elements differ from the rounded CPU result (first at %lld: %.9g vs %.9g)\n",
                 key.c_str(), (long long)mismatches, ref.size(), (long long)first, gpu[first], round_to(ref[first], t));
@@ -229,13 +212,11 @@ void test_rope() {
             const int64_t i = r * width + g * stride + (hpg + 1) * c.hn + d;
             value_changes += std::memcmp(&got[i], &qkv[i], 4) != 0;
           }
-      if (value_changes) {
+      if (!results.record("rope_rows_values_untouched " + std::string(dtype_name(t)), 0, 0, !value_changes)) {
         std::printf("FAIL rope_forward_rows %s: %lld value elements changed\n", std::string(dtype_name(t)).c_str(),
                     (long long)value_changes);
         ++failures;
-        results["rope_rows_values_untouched " + std::string(dtype_name(t))].ok = false;
       }
-      results["rope_rows_values_untouched " + std::string(dtype_name(t))].cases++;
     }
 }
 
@@ -293,12 +274,10 @@ void test_bias_dropout_add() {
               if (std::isfinite(xb[i]) && xb[i] != 0.0f) mask_mismatch += (got_mask[i] == 0.0f) != ref_dropped;
             }
             const std::string key = "bias_dropout_add_mask " + std::string(dtype_name(t));
-            results[key].cases++;
-            if (mask_mismatch) {
+            if (!results.record(key, 0, 0, !mask_mismatch)) {
               std::printf("FAIL %s p=%g [%lld, %lld]: %lld mask mismatches vs CPU dropout_forward\n", key.c_str(), p,
                           (long long)rows, (long long)cols, (long long)mask_mismatch);
               ++failures;
-              results[key].ok = false;
             }
           }
         }
@@ -307,26 +286,12 @@ void test_bias_dropout_add() {
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device visible\n");
-    return 77;
-  }
-  if (const char* mode = std::getenv("TESSERA_TEST_DETERMINISTIC"); mode && std::string(mode) == "1") {
-    ops::set_deterministic_mode(true);  // the same checks on the deterministic kernels
-    std::printf("deterministic mode on (TESSERA_TEST_DETERMINISTIC=1)\n");
-  }
-  try {
+  if (!gpu_test::device_visible()) return 77;
+  gpu_test::honour_deterministic_switch();
+  const bool ran = gpu_test::ran_without_exception([] {
     test_rmsnorm();
     test_rope();
     test_bias_dropout_add();
-  } catch (const std::exception& e) {
-    std::printf("FAIL: exception: %s\n", e.what());
-    return 1;
-  }
-  std::printf("\n%-48s %6s %12s %10s  %s\n", "op dtype", "cases", "max_norm_err", "tolerance", "result");
-  for (const auto& [key, r] : results)
-    std::printf("%-48s %6d %12.3e %10.1e  %s\n", key.c_str(), r.cases, r.worst, r.tolerance, r.ok ? "ok" : "FAIL");
-  std::printf("\nfused ops parity: %s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  });
+  return ran ? results.summarise("fused ops parity", failures) : 1;
 }

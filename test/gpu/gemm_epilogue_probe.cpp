@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "device_test_support.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/cuda/cuda_context.h"
 
@@ -166,11 +167,7 @@ void run_probe() {
 
 int main(int argc, char** argv) {
   if (argc > 1) reps = std::max(1, std::atoi(argv[1]));
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("no visible GPU: skipped\n");
-    return 77;
-  }
+  if (!tessera::gpu_test::device_visible()) return 77;
   try {
     run_probe();
   } catch (const std::exception& e) {

@@ -287,11 +287,7 @@ void model_case(const std::string& kind, DType t) {
 
 int main() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each case's line reaches a redirected stdout before the next runs
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device visible\n");
-    return 77;
-  }
+  if (!gpu_test::device_visible()) return 77;
   using E = ops::DecodeEpilogue;
   for (int64_t rows : {1, 3, 8}) {  // the GPT-2 1.5B block's four linears
     decode_linear_case("ln1+qkv", DType::bf16, rows, 1600, 4800, true, E::none);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "device_test_support.h"
 #include "tessera/core/buffer.h"
 #include "tessera/models/gpt.h"
 #include "tessera/ops/elementwise.h"
@@ -102,11 +103,7 @@ void compare(const char* what, const Result& ref, const Result& got, double loss
 }  // namespace
 
 int main() {
-  int gpus = 0;
-  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
-    std::printf("no GPU visible: skipped\n");
-    return 77;
-  }
+  if (!gpu_test::device_visible()) return 77;
   const int64_t vocab = 1000, batch = 4;
   // Tolerances: fp32 on the GPU differs from the CPU only by summation order (TF32 is off in the
   // GEMMs). bf16 keeps 8 mantissa bits: one rounding is 2^-9 = 0.2% relative; activations, weights

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -26,21 +25,16 @@ using namespace tessera;
 namespace {
 
 using gpu_test::DeviceTensor;
-using gpu_test::to_bytes;
+using gpu_test::cpu;
+using gpu_test::upload;
 std::mt19937 rng(2468);
 int failures = 0;
 
-struct Result { double worst = 0.0, tolerance = 0.0; int cases = 0; bool ok = true; };
-std::map<std::string, Result> results;
+gpu_test::ParityTable results;
 
-std::unique_ptr<DeviceTensor> upload(const std::vector<float>& v, DType t, Shape shape) {
-  auto bytes = to_bytes(v, t);
-  return std::make_unique<DeviceTensor>(t, std::move(shape), bytes.data());
-}
 std::vector<float> download(const DeviceTensor& d, const std::string& what) {
   return gpu_test::download_checked(d, what, failures);
 }
-Tensor cpu(std::vector<float>& v, Shape shape) { return Tensor(v.data(), DType::f32, std::move(shape)); }
 
 // As ops_parity_test: fp32 math on both sides, the storage rounding of inputs and outputs.
 double base_tolerance(DType t) { return t == DType::f32 ? 1e-4 : t == DType::bf16 ? 2e-2 : 4e-3; }
@@ -50,12 +44,7 @@ void compare(const std::string& op, DType t, const std::vector<float>& gpu, cons
   const double tol = base_tolerance(t) * factor + extra;
   const gpu_test::NormalisedError m = gpu_test::normalised_error(gpu, ref, t, 0.0);
   const std::string key = op + " " + std::string(dtype_name(t));
-  Result& r = results[key];
-  r.tolerance = std::max(r.tolerance, tol);
-  r.cases++;
-  r.worst = std::max(r.worst, m.error);
-  if (m.error > tol || m.special_mismatches || !std::isfinite(m.error)) {
-    r.ok = false;
+  if (!results.record(key, m.error, tol, m.error <= tol && !m.special_mismatches && std::isfinite(m.error))) {
     ++failures;
     std::printf("FAIL %s: normalised error %.3g (tolerance %.3g), %d NaN/Inf mismatches\n", key.c_str(), m.error, tol,
                 m.special_mismatches);
@@ -153,22 +142,11 @@ void test_unfused_alibi_attention() {
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device visible\n");
-    return 77;
-  }
-  try {
+  if (!gpu_test::device_visible()) return 77;
+  const bool ran = gpu_test::ran_without_exception([] {
     test_swiglu();
     test_rope_variants();
     test_unfused_alibi_attention();
-  } catch (const std::exception& e) {
-    std::printf("FAIL: exception: %s\n", e.what());
-    return 1;
-  }
-  std::printf("\n%-56s %6s %12s %10s  %s\n", "op dtype", "cases", "max_norm_err", "tolerance", "result");
-  for (const auto& [key, r] : results)
-    std::printf("%-56s %6d %12.3e %10.1e  %s\n", key.c_str(), r.cases, r.worst, r.tolerance, r.ok ? "ok" : "FAIL");
-  std::printf("\nllama ops parity: %s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  });
+  return ran ? results.summarise("llama ops parity", failures) : 1;
 }

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -29,17 +28,13 @@ using namespace tessera;
 namespace {
 
 using gpu_test::DeviceTensor;
-using gpu_test::to_bytes;
+using gpu_test::cpu;
+using gpu_test::upload;
 std::mt19937 rng(2468);
 int failures = 0;
 
-struct Result { double worst = 0.0, tolerance = 0.0; int cases = 0; bool ok = true; };
-std::map<std::string, Result> results;
+gpu_test::ParityTable results{"op dtype", "max_err"};
 
-std::unique_ptr<DeviceTensor> upload(const std::vector<float>& v, DType t, Shape shape) {
-  auto bytes = to_bytes(v, t);
-  return std::make_unique<DeviceTensor>(t, std::move(shape), bytes.data());
-}
 template <typename T>
 std::unique_ptr<DeviceTensor> upload_raw(const std::vector<T>& v, DType t) {
   return std::make_unique<DeviceTensor>(t, Shape{static_cast<int64_t>(v.size())}, v.data());
@@ -59,18 +54,10 @@ std::vector<T> download_raw(const DeviceTensor& d, const std::string& what) {
   if (d.bytes) gpu_test::cuda_ok(cudaMemcpy(out.data(), d.tensor.data(), d.bytes, cudaMemcpyDeviceToHost), "download");
   return out;
 }
-Tensor cpu(std::vector<float>& v, Shape shape) { return Tensor(v.data(), DType::f32, std::move(shape)); }
 double base_tolerance(DType t) { return t == DType::f32 ? 1e-5 : 2e-2; }
 
 void record(const std::string& key, double error, double tol, bool ok) {
-  Result& r = results[key];
-  r.tolerance = std::max(r.tolerance, tol);
-  r.cases++;
-  r.worst = std::max(r.worst, error);
-  if (!ok) {
-    r.ok = false;
-    ++failures;
-  }
+  if (!results.record(key, error, tol, ok)) ++failures;
 }
 
 void compare(const std::string& op, DType t, const std::vector<float>& gpu, const std::vector<float>& ref,
@@ -283,22 +270,11 @@ void test_grouped_linear() {
 
 int main() {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // FAIL lines reach a redirected log even if a later case crashes
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device visible\n");
-    return 77;
-  }
-  try {
+  if (!gpu_test::device_visible()) return 77;
+  const bool ran = gpu_test::ran_without_exception([] {
     test_router();
     test_permutation();
     test_grouped_linear();
-  } catch (const std::exception& e) {
-    std::printf("FAIL: exception: %s\n", e.what());
-    return 1;
-  }
-  std::printf("\n%-52s %6s %12s %10s  %s\n", "op dtype", "cases", "max_err", "tolerance", "result");
-  for (const auto& [key, r] : results)
-    std::printf("%-52s %6d %12.3e %10.1e  %s\n", key.c_str(), r.cases, r.worst, r.tolerance, r.ok ? "ok" : "FAIL");
-  std::printf("\nmoe ops parity: %s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  });
+  return ran ? results.summarise("moe ops parity", failures) : 1;
 }

@@ -453,11 +453,7 @@ void benchmark(DType t, parallel::ParallelContext& gpu_context) {
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device visible\n");
-    return 77;
-  }
+  if (!gpu_test::device_visible()) return 77;
   auto section = [](const char* name, const std::function<void()>& f) {
     try {
       f();

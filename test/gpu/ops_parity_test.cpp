@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <random>
 #include <tuple>
@@ -37,9 +36,10 @@ using namespace tessera;
 namespace {
 
 using gpu_test::DeviceTensor;
+using gpu_test::cpu;
 using gpu_test::cuda_ok;
 using gpu_test::round_to;
-using gpu_test::to_bytes;
+using gpu_test::upload;
 std::mt19937 rng(1234);
 int failures = 0;
 
@@ -47,17 +47,9 @@ std::vector<float> randn(int64_t n, float stddev, DType t, float mean = 0.0f) {
   return gpu_test::random_normal(rng, n, stddev, t, mean);
 }
 
-DeviceTensor* upload(const std::vector<float>& v, DType t, Shape shape) {
-  auto bytes = to_bytes(v, t);
-  return new DeviceTensor(t, std::move(shape), bytes.data());
-}
-
 std::vector<float> download(const DeviceTensor& d, const char* what) { return gpu_test::download_checked(d, what, failures); }
 
-Tensor cpu(std::vector<float>& v, Shape shape) { return Tensor(v.data(), DType::f32, std::move(shape)); }
-
-struct Result { double worst = 0.0, tolerance = 0.0; int cases = 0; bool ok = true; };
-std::map<std::string, Result> results;  // "op dtype" -> worst normalised error
+gpu_test::ParityTable results;  // "op dtype" -> worst normalised error
 
 double base_tolerance(DType t) { return t == DType::f32 ? 1e-4 : t == DType::bf16 ? 2e-2 : 4e-3; }
 
@@ -71,12 +63,7 @@ void compare(const std::string& op, DType t, const std::vector<float>& gpu, cons
   const double err = measured.error;
   const int special_mismatch = measured.special_mismatches;
   const std::string key = op + " " + std::string(dtype_name(t));
-  Result& r = results[key];
-  r.tolerance = tol;
-  r.cases++;
-  r.worst = std::max(r.worst, err);
-  if (err > tol || special_mismatch || !std::isfinite(err)) {
-    r.ok = false;
+  if (!results.record(key, err, tol, err <= tol && !special_mismatch && std::isfinite(err))) {
     ++failures;
     std::printf("FAIL %s: normalised error %.3g (tolerance %.3g), %d NaN/Inf mismatches, %zu elements\n", key.c_str(),
                 err, tol, special_mismatch, ref.size());
@@ -129,13 +116,11 @@ void test_dropout() {
         const auto g = download(*dout, "dropout_forward"), gb = download(*dback, "dropout_backward");
         int64_t mask_mismatch = 0;
         for (int64_t i = 0; i < n; ++i) mask_mismatch += (g[i] == 0.0f) != (ref[i] == 0.0f) || (gb[i] == 0.0f) != (ref[i] == 0.0f);
-        if (mask_mismatch) {
+        if (!results.record("dropout_mask " + std::string(dtype_name(t)), 0, 0, !mask_mismatch)) {
           std::printf("FAIL dropout %s p=%g n=%lld: %lld mask mismatches vs CPU Philox\n", std::string(dtype_name(t)).c_str(),
                       p, (long long)n, (long long)mask_mismatch);
           ++failures;
-          results["dropout_mask " + std::string(dtype_name(t))].ok = false;
         }
-        results["dropout_mask " + std::string(dtype_name(t))].cases++;
         compare("dropout_forward", t, g, ref, 1, t);
         compare("dropout_backward", t, gb, ref, 1, t);
       }
@@ -456,16 +441,9 @@ void test_adamw() {
 }  // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no CUDA device visible\n");
-    return 77;
-  }
-  if (const char* mode = std::getenv("TESSERA_TEST_DETERMINISTIC"); mode && std::string(mode) == "1") {
-    ops::set_deterministic_mode(true);  // the same checks on the deterministic kernels
-    std::printf("deterministic mode on (TESSERA_TEST_DETERMINISTIC=1)\n");
-  }
-  try {
+  if (!gpu_test::device_visible()) return 77;
+  gpu_test::honour_deterministic_switch();
+  const bool ran = gpu_test::ran_without_exception([] {
     test_gelu();
     test_dropout();
     test_elementwise();
@@ -476,13 +454,6 @@ int main() {
     test_attention();
     test_cross_entropy();
     test_adamw();
-  } catch (const std::exception& e) {
-    std::printf("FAIL: exception: %s\n", e.what());
-    return 1;
-  }
-  std::printf("\n%-44s %6s %12s %10s  %s\n", "op dtype", "cases", "max_norm_err", "tolerance", "result");
-  for (const auto& [key, r] : results)
-    std::printf("%-44s %6d %12.3e %10.1e  %s\n", key.c_str(), r.cases, r.worst, r.tolerance, r.ok ? "ok" : "FAIL");
-  std::printf("\nops parity: %s (%d failures)\n", failures ? "FAILED" : "PASSED", failures);
-  return failures ? 1 : 0;
+  });
+  return ran ? results.summarise("ops parity", failures) : 1;
 }

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "device_test_support.h"
 #include "tessera/ckpt/checkpoint_reader.h"
 #include "tessera/runtime/compute_stream.h"
 #include "tessera/runtime/runtime.h"
@@ -167,11 +168,7 @@ void sync_equals_async(Device device) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("no GPU: skipped\n");
-    return 77;
-  }
+  if (!gpu_test::device_visible()) return 77;
   Runtime& runtime = Runtime::init(&argc, &argv);
   Device device = runtime.select_device("cuda");
   staging_round_trip();
