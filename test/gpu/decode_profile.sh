@@ -6,7 +6,7 @@
 # (2) with ncu on PATH: per-kernel GPU time and DRAM bytes of the decode steps of a 2-layer model of
 #     the same shape (ncu replays each kernel alone with cold caches: no PDL overlap, no L2 prefetch
 #     benefit; the sum against (1) shows what overlap buys).
-# Usage: [DECODE_VARIANTS=...] [DECODE_NCU=0] [DECODE_RUN_TIMEOUT=s (240)] decode_profile.sh BIN_DIR OUT_DIR.
+# Usage: [DECODE_VARIANTS=...] [DECODE_LAYERS="48 24"] [DECODE_NCU=0] [DECODE_RUN_TIMEOUT=s (240)] decode_profile.sh BIN_DIR OUT_DIR.
 # Prints a table; exit 0 when every run succeeded (a run past the timeout fails).
 set -uo pipefail
 bin=${1:?usage: decode_profile.sh BIN_DIR OUT_DIR}
@@ -32,7 +32,7 @@ for v in "${variants[@]}"; do
   envs=()
   [ "$v" = default ] || read -r -a envs <<<"$v"
   tag=$(echo "$v" | tr -c 'A-Za-z0-9_\n' '_')
-  for layers in 48 24; do
+  for layers in ${DECODE_LAYERS:-48 24}; do
     generate "$layers" 256 8 "$out/gen_${layers}_$tag.log" "${envs[@]}" || { echo "run failed: $v $layers"; tail -3 "$out/gen_${layers}_$tag.log"; status=1; }
     line=$(grep -o '{"benchmark": "tessera-generate".*}' "$out/gen_${layers}_$tag.log" | tail -1)
     echo "{\"variant\": \"$v\", \"layers\": $layers, \"result\": ${line:-null}}" >>"$out/variants.jsonl"
