@@ -181,8 +181,6 @@ class ParityTable {
   explicit ParityTable(const char* key_heading = "op dtype", const char* error_heading = "max_norm_err")
       : key_heading_(key_heading), error_heading_(error_heading) {}
 
-  ParityResult& operator[](const std::string& key) { return rows_[key]; }
-
   // One case of key: counted, its error and tolerance kept if the largest so far, the row failed unless ok.
   // Returns ok (the caller counts the failure and prints its own FAIL line).
   bool record(const std::string& key, double error, double tolerance, bool ok) {

@@ -317,11 +317,10 @@ int main() {
     model_case("alibi", t);
     model_case("gpt", t);
   }
-  const char* bulk_switch = std::getenv("TESSERA_DECODE_BULK");
-  if (bulk_switch && std::atoi(bulk_switch) > 0) {
+  if (const int bulk = ops::decode_switches().bulk_blocks_per_sm; bulk > 0) {
     const bool ok = bulk_cases > 0;
-    std::printf("%s TESSERA_DECODE_BULK=%s: %d decode_linear cases took the bulk-copy path\n", ok ? "PASS" : "FAIL",
-                bulk_switch, bulk_cases);
+    std::printf("%s TESSERA_DECODE_BULK=%d: %d decode_linear cases took the bulk-copy path\n", ok ? "PASS" : "FAIL",
+                bulk, bulk_cases);
     if (!ok) ++failures;
   }
   std::printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <numeric>
 
@@ -13,6 +12,7 @@
 #include "tessera/generate/beam_search.h"
 #include "tessera/ops/argmax.h"
 #include "tessera/ops/decode_inputs.h"
+#include "tessera/ops/decode_linear.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/runtime/device_copy.h"
 #include "tessera/runtime/mpi_check.h"
@@ -64,12 +64,10 @@ std::vector<float> download_summary(const Tensor& summary, int64_t rows) {
   return summary_pairs(host, rows);
 }
 
-// TESSERA_GENERATE_RUN_AHEAD: decode steps queued ahead of the host (0 or unset: off), at most
-// StepGraph::kRingSlots.
+// TESSERA_GENERATE_RUN_AHEAD (ops::decode_switches): decode steps queued ahead of the host (0: off),
+// at most StepGraph::kRingSlots.
 int64_t run_ahead_steps() {
-  const char* v = std::getenv("TESSERA_GENERATE_RUN_AHEAD");
-  const int64_t w = v && *v ? std::atoll(v) : 0;
-  return std::clamp<int64_t>(w, 0, StepGraph::kRingSlots);
+  return std::clamp<int64_t>(ops::decode_switches().run_ahead_steps, 0, StepGraph::kRingSlots);
 }
 }  // namespace
 

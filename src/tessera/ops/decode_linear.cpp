@@ -58,6 +58,7 @@ const DecodeSwitches& decode_switches() {
     s.bulk_blocks_per_sm = integer_variable("TESSERA_DECODE_BULK", 0);
     s.bulk_pieces = integer_variable("TESSERA_DECODE_BULK_PIECES", 1);
     s.bulk_rows_per_block = integer_variable("TESSERA_DECODE_BULK_ROWS", 0);
+    s.run_ahead_steps = integer_variable("TESSERA_GENERATE_RUN_AHEAD", 0);
     return s;
   }();
   return switches;

@@ -36,7 +36,7 @@ bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& 
 // decode_linear_bulk.cu; DecodeSwitches::bulk_blocks_per_sm and the switches after it).
 bool decode_linear_bulk_copies(const Tensor& in, const DecodeLinear& d, const Tensor& out);
 
-// The decode kernels' A/B switches for measurements, read from the environment once, in one place.
+// The decode path's A/B switches for measurements, read from the environment once, in one place.
 struct DecodeSwitches {
   // TESSERA_DECODE_FUSION is not "0": the decode step's LayerNorm + linear + epilogue fused.
   bool fusion = true;
@@ -57,6 +57,9 @@ struct DecodeSwitches {
   int bulk_pieces = 1;
   // TESSERA_DECODE_BULK_ROWS=R (unset: 0, one wave): bulk blocks of R output rows.
   int bulk_rows_per_block = 0;
+  // TESSERA_GENERATE_RUN_AHEAD=W (unset: 0, off): greedy decode steps the GPU runs ahead of the host
+  // (generate/generator.h, which bounds it).
+  int run_ahead_steps = 0;
 };
 const DecodeSwitches& decode_switches();
 
