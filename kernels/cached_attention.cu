@@ -317,10 +317,8 @@ __global__ void __launch_bounds__(kHeadThreads)
   };
   // The first chunk's cached rows are requested before waiting for the previous grid.
   load_chunk(0, true, false);
-  if (a.early_trigger) let_next_grid_launch();
   wait_for_previous_grid();
-  // At batch 1 this kernel takes few SMs: the next one's blocks take the rest.
-  if (!a.early_trigger) let_next_grid_launch();
+  let_next_grid_launch();  // at batch 1 this kernel takes few SMs: the next one's blocks take the rest
   append_row_of_block(w, a);
   load_chunk(0, false, true);
   float q[kVec];
@@ -396,7 +394,6 @@ bool launch_head_attention(const void* qkv, const uint8_t* key_mask, const Cache
                            void* v_cache, void* out, cudaStream_t s) {
   const unsigned rows = static_cast<unsigned>(a.tokens * a.batch * a.num_heads);
   const auto go = [&](auto kernel) {
-    if (a.max_shared_carveout) prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
     launch_kernel(a.programmatic, kernel, dim3(rows), dim3(kHeadThreads), 0, s, static_cast<const T*>(qkv), key_mask, a,
            static_cast<T*>(k_cache), static_cast<T*>(v_cache), static_cast<T*>(out));
     return true;

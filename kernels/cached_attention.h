@@ -19,12 +19,6 @@ struct CachedAttentionArgs {
   // Launch the kernels with programmatic dependent launch (each waits for the previous grid first):
   // a decode step's launches overlap the previous kernel's tail.
   bool programmatic = false;
-  // The whole-head kernel (small batches) lets the next grid launch before its own dependency wait
-  // instead of after it (the next grid still waits for its end).
-  bool early_trigger = false;
-  // The whole-head kernel asks for the largest shared-memory carveout (prefer_max_shared_carveout):
-  // set while the decode linears take the bulk path, so its blocks and theirs share SMs.
-  bool max_shared_carveout = false;
 };
 
 // The largest cache (in tokens) the kernel takes for a head_dim: its scores live in shared memory.

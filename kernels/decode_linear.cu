@@ -13,7 +13,6 @@
 #include "kernels/common.cuh"
 #include "kernels/decode_block.cuh"
 #include "kernels/decode_linear.h"
-#include "kernels/decode_linear_bulk.h"
 #include "kernels/kernels.h"
 #include "kernels/programmatic_launch.cuh"
 #include "kernels/vec16.cuh"
@@ -62,13 +61,28 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   __syncthreads();
   stream.dot(x, partial);
   __syncthreads();
-  decode::finish_rows<T, kRows>(partial, rows_here, row0, bias, epilogue, residual, n_out, out);
+  for (int i = threadIdx.x; i < rows_here * kRows; i += blockDim.x) {
+    const int r = i % rows_here, m = i / rows_here;
+    const int64_t n = row0 + r;
+    float total = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarpsPerBlock; ++w) total += partial[r][w][m];
+    const float b = bias ? load_f(bias + n) : 0.0f;
+    float v = decode::round_to<T>(total + b);  // the linear's output, as the unfused path stores it
+    if (epilogue == static_cast<int>(DecodeEpilogue::gelu_tanh)) {
+      v = decode::gelu_tanh(v);
+    } else if (epilogue == static_cast<int>(DecodeEpilogue::gelu_erf)) {
+      v = decode::gelu_erf(v);
+    } else if (epilogue == static_cast<int>(DecodeEpilogue::residual_add)) {
+      v = load_f(residual + m * n_out + n) + v;
+    }
+    store_f(out + m * n_out + n, v);
+  }
 }
 
 template <typename T, int kRows, bool kLayerNorm>
 void launch(const DecodeLinearArgs& a, cudaStream_t s) {
   const auto kernel = decode_linear_kernel<T, kRows, kLayerNorm>;
-  if (a.max_shared_carveout) prefer_max_shared_carveout(reinterpret_cast<const void*>(kernel));
   const size_t shared_bytes = kLayerNorm ? static_cast<size_t>(kRows * a.k_in) * sizeof(T) : 0;
   // One wave of blocks (default: as many as fit on the GPU at once) with the output rows split evenly
   // over them: with a LayerNorm prologue each block normalises the input once, and the blocks stream
@@ -122,15 +136,9 @@ bool decode_linear_applies(DType t, const DecodeLinearArgs& a) {
 void decode_linear_forward(DType t, const DecodeLinearArgs& a, cudaStream_t s) {
   TESSERA_CHECK(decode_linear_applies(t, a), "decode_linear_forward: shape, dtype or alignment it does not take (",
                 dtype_name(t), ", rows ", a.rows, ", k_in ", a.k_in, ")");
-  if (!decode_linear_bulk_forward(t, a, s)) {
-    if (t == DType::bf16) launch_type<__nv_bfloat16>(a, s);
-    else launch_type<__half>(a, s);
-  }
+  if (t == DType::bf16) launch_type<__nv_bfloat16>(a, s);
+  else launch_type<__half>(a, s);
   TESSERA_KERNEL_LAUNCH_CHECK();
-}
-
-bool decode_linear_uses_bulk(DType t, const DecodeLinearArgs& a) {
-  return decode_linear_applies(t, a) && decode_linear_bulk_plans(t, a);
 }
 
 }  // namespace tessera::kernels

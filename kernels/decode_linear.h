@@ -33,24 +33,6 @@ struct DecodeLinearArgs {
   // Grid: blocks per SM, the output rows split evenly over them (< 0: the occupancy, one full wave;
   // 0: 8 output rows a block; > 0: that many, at most the occupancy).
   int blocks_per_sm = -1;
-  // The weights through bulk copies into shared memory instead (kernels/decode_linear_bulk.cu): this
-  // many blocks per SM, one wave, each block copying its whole share of the rows before the grid
-  // dependency wait (0: off; the register path also runs where the share does not fit the shared
-  // memory or the GPU is older than sm_90). bulk_pieces: each warp's share in that many copies
-  // (1..8), each on its own barrier, so the warp sums the first while the others land.
-  // bulk_rows_per_block > 0: blocks of that many output rows instead of one wave (as many blocks as
-  // the shared memory lets in at once are resident; the others, and the next kernel's blocks, start as
-  // blocks leave).
-  // bulk_early_trigger: the bulk kernel lets the next grid launch before its own grid dependency
-  // wait (not after it), so the next kernels' blocks can start their copies while it still waits or
-  // streams (as far as the shared memory lets them in; each still waits for its predecessor).
-  int bulk_blocks_per_sm = 0;
-  int bulk_pieces = 1;
-  int bulk_rows_per_block = 0;
-  bool bulk_early_trigger = false;
-  // The largest shared-memory carveout for this kernel (prefer_max_shared_carveout): set for every
-  // decode kernel while the bulk path runs, so they share one SM configuration.
-  bool max_shared_carveout = false;
 };
 
 // Whether decode_linear_forward takes the shape and pointers: bf16/f16, 1..kSkinnyMaxRows rows,
@@ -58,8 +40,5 @@ struct DecodeLinearArgs {
 // k_in <= 2048 (one 16-byte vector of each row per thread) and rows * k_in elements <= 48 KiB.
 bool decode_linear_applies(DType t, const DecodeLinearArgs& a);
 void decode_linear_forward(DType t, const DecodeLinearArgs& a, cudaStream_t s);
-// Whether decode_linear_forward takes the bulk-copy path for these arguments (a.bulk_blocks_per_sm > 0
-// and the share fits).
-bool decode_linear_uses_bulk(DType t, const DecodeLinearArgs& a);
 
 }  // namespace tessera::kernels

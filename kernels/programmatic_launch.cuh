@@ -5,9 +5,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <mutex>
-#include <set>
-
 #include "tessera/core/cuda_check.h"
 
 namespace tessera::kernels {
@@ -24,19 +21,6 @@ __device__ __forceinline__ void let_next_grid_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
-}
-
-// Asks for the largest shared-memory carveout for `kernel` (once per kernel). An SM runs blocks of
-// different kernels side by side only in one shared-memory configuration: kernels that need much
-// shared memory (the bulk-copy decode linear) next to ones that need little would otherwise have
-// SMs drain between them, and programmatic dependent launch could not overlap them.
-inline void prefer_max_shared_carveout(const void* kernel) {
-  static std::mutex mutex;
-  static std::set<const void*> done;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (!done.insert(kernel).second) return;
-  TESSERA_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
 }
 
 // kernel<<<grid, block, shared, s>>>(args...), with programmatic dependent launch when asked.

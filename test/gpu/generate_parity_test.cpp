@@ -3,16 +3,13 @@
 // whole-head kernel of small batches, over caches of one and of several chunks; f32 and bf16; the
 // written caches too), the greedy row
 // reduction (argmax + log-softmax, padded vocabulary columns ignored), the fused decode linear
-// (LayerNorm prologue, GEMV, GeLU / residual-add epilogues; the GPT-2 1.5B block's shapes; the
-// register-stream path, or the bulk-copy path where TESSERA_DECODE_BULK is set, which must then take
-// some of the cases), the run-ahead step's input update (byte for byte), and
+// (LayerNorm prologue, GEMV, GeLU / residual-add epilogues; the GPT-2 1.5B block's shapes), and
 // whole-model decoding (GPTModel::forward_cached: a prefill then cached steps of a left-padded batch)
 // of a Llama-style model (RoPE at per-row positions, GQA, RMSNorm, SwiGLU), an ALiBi GPT and a GPT-2
 // (bf16 steps: the fused decode layer) against the CPU f32 model with the same weights. Prints one
 // line per case as it finishes (line-buffered); exits 1 on a failure, 77 without a visible GPU.
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
 
 #include "device_test_support.h"
@@ -20,7 +17,6 @@
 #include "tessera/models/gpt.h"
 #include "tessera/ops/argmax.h"
 #include "tessera/ops/cached_attention.h"
-#include "tessera/ops/decode_inputs.h"
 #include "tessera/ops/decode_linear.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/train/config.h"
@@ -84,39 +80,6 @@ void cached_attention_case(const char* name, DType t, int64_t batch, int64_t na,
   if (!ok) ++failures;
 }
 
-// The run-ahead step's input update (ops/decode_inputs.h) on the GPU against the CPU's, byte for byte:
-// 33 rows (more than one pass of the kernel's threads would need for 32), a mask byte set mid-cache,
-// then the last cache index (no byte set beyond the capacity).
-void advance_inputs_case() {
-  const int64_t rows = 33, capacity = 10;
-  for (int32_t at : {4, 9}) {
-    std::vector<int32_t> next(rows), ids(rows, 7), positions(rows), past{at};
-    std::vector<uint8_t> mask(static_cast<size_t>(rows * capacity), 0);
-    for (int64_t b = 0; b < rows; ++b) {
-      next[b] = static_cast<int32_t>(1000 + 3 * b);
-      positions[b] = static_cast<int32_t>(at - b % 3);
-      for (int64_t s = b % 3; s <= at; ++s) mask[b * capacity + s] = 1;
-    }
-    DeviceTensor d_next(DType::i32, {rows}, next.data()), d_past(DType::i32, {1}, past.data()),
-        d_mask(DType::u8, {rows, capacity}, mask.data()), d_ids(DType::i32, {rows}, ids.data()),
-        d_positions(DType::i32, {rows}, positions.data());
-    ops::advance_decode_inputs(Tensor(next.data(), DType::i32, {rows}), Tensor(past.data(), DType::i32, {1}),
-                               Tensor(mask.data(), DType::u8, {rows, capacity}), Tensor(ids.data(), DType::i32, {rows}),
-                               Tensor(positions.data(), DType::i32, {rows}));
-    ops::advance_decode_inputs(d_next.tensor, d_past.tensor, d_mask.tensor, d_ids.tensor, d_positions.tensor);
-    std::vector<int32_t> g_ids(rows), g_positions(rows), g_past(1);
-    std::vector<uint8_t> g_mask(mask.size());
-    cuda_ok(cudaMemcpy(g_ids.data(), d_ids.tensor.data(), rows * 4, cudaMemcpyDeviceToHost), "ids download");
-    cuda_ok(cudaMemcpy(g_positions.data(), d_positions.tensor.data(), rows * 4, cudaMemcpyDeviceToHost), "positions");
-    cuda_ok(cudaMemcpy(g_past.data(), d_past.tensor.data(), 4, cudaMemcpyDeviceToHost), "past download");
-    cuda_ok(cudaMemcpy(g_mask.data(), d_mask.tensor.data(), g_mask.size(), cudaMemcpyDeviceToHost), "mask download");
-    const bool ok = g_ids == ids && g_positions == positions && g_past == past && g_mask == mask && past[0] == at + 1;
-    std::printf("%s advance_decode_inputs at %d: ids, positions, count and mask %s the CPU's\n", ok ? "PASS" : "FAIL",
-                static_cast<int>(at), ok ? "equal" : "differ from");
-    if (!ok) ++failures;
-  }
-}
-
 void argmax_case(DType t) {
   std::mt19937 rng(5);
   const int64_t rows = 5, cols = 50304, valid = 50257;
@@ -146,9 +109,6 @@ void argmax_case(DType t) {
               ok ? "equal" : "differ", worst);
   if (!ok) ++failures;
 }
-// Cases that took the fused kernel's bulk-copy path (TESSERA_DECODE_BULK set): main requires some.
-int bulk_cases = 0;
-
 // The fused decode linear (ops/decode_linear.h: LayerNorm? -> linear + bias -> GeLU / residual add)
 // on the GPU in dtype t against the same op on the CPU in f32 (the separate ops); the GPU case must
 // take the fused kernel (decode_linear_fuses).
@@ -183,8 +143,6 @@ void decode_linear_case(const char* name, DType t, int64_t rows, int64_t k_in, i
   g.epilogue = epilogue;
   if (with_residual) g.residual = d_r.tensor;
   const bool fused = ops::decode_linear_fuses(d_in.tensor, g, d_out.tensor);
-  const bool bulk = ops::decode_linear_bulk_copies(d_in.tensor, g, d_out.tensor);
-  bulk_cases += bulk ? 1 : 0;
   Arena gpu_arena(size_t(8) << 20, Device::cuda(0));
   ops::decode_linear_forward(gpu_arena, d_in.tensor, g, d_out.tensor);
   const auto e = normalised_error(download_checked(d_out, std::string(name) + " out", failures), ref, t);
@@ -192,9 +150,7 @@ void decode_linear_case(const char* name, DType t, int64_t rows, int64_t k_in, i
   const bool ok = fused && e.error <= tolerance && e.special_mismatches == 0;
   std::printf("%s decode_linear %s %s rows %lld [%lld -> %lld]: %s, error %.2e (tolerance %.0e)\n", ok ? "PASS" : "FAIL",
               name, std::string(dtype_name(t)).c_str(), static_cast<long long>(rows), static_cast<long long>(k_in),
-              static_cast<long long>(n_out),
-              !fused ? "NOT fused" : bulk ? "fused kernel, bulk copies" : "fused kernel, register stream", e.error,
-              tolerance);
+              static_cast<long long>(n_out), fused ? "fused kernel" : "NOT fused", e.error, tolerance);
   if (!ok) ++failures;
 }
 
@@ -300,7 +256,6 @@ int main() {
   decode_linear_case("no-bias-f16", DType::f16, 5, 512, 77, false, E::none, false);
   decode_linear_case("long-row-two-passes", DType::bf16, 2, 20480, 64, false, E::residual_add);
   decode_linear_case("ln-no-bias", DType::bf16, 7, 1024, 300, true, E::none, false);
-  advance_inputs_case();
   for (DType t : {DType::f32, DType::bf16}) {
     cached_attention_case("small-gqa", t, 3, 4, 2, 64, 5, 4);
     cached_attention_case("hn8", t, 2, 4, 4, 8, 6, 3);
@@ -316,12 +271,6 @@ int main() {
     model_case("rope", t);
     model_case("alibi", t);
     model_case("gpt", t);
-  }
-  if (const int bulk = ops::decode_switches().bulk_blocks_per_sm; bulk > 0) {
-    const bool ok = bulk_cases > 0;
-    std::printf("%s TESSERA_DECODE_BULK=%d: %d decode_linear cases took the bulk-copy path\n", ok ? "PASS" : "FAIL",
-                bulk, bulk_cases);
-    if (!ok) ++failures;
   }
   std::printf("%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;

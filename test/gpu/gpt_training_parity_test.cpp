@@ -59,7 +59,11 @@ Result run(const train::ModelConfig& config, int64_t vocab, DType dtype, Device 
   model.parameters().zero_grads();
   nn::DropoutContext context{99, 7, dropout};
   // GPTModel::forward_backward's steps, with the micro-batch's document ids.
-  models::GPTInputs in = model.prepare(arena, {tokens_t, mask_t, Tensor(), documents_t});
+  models::MicroBatch batch_inputs;
+  batch_inputs.tokens = tokens_t;
+  batch_inputs.loss_mask = mask_t;
+  batch_inputs.document_ids = documents_t;
+  models::GPTInputs in = model.prepare(arena, batch_inputs);
   models::GPTChunkActivations acts;
   model.forward_chunk(0, arena, in, Tensor(), Tensor(), context, acts);
   models::LossSum loss = model.chunk_loss(arena, in, acts, 1.0 / in.denominator);

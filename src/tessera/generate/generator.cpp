@@ -11,8 +11,6 @@
 #include "tessera/core/rng.h"
 #include "tessera/generate/beam_search.h"
 #include "tessera/ops/argmax.h"
-#include "tessera/ops/decode_inputs.h"
-#include "tessera/ops/decode_linear.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/runtime/device_copy.h"
 #include "tessera/runtime/mpi_check.h"
@@ -46,8 +44,12 @@ void upload_words(const int32_t* host, const Tensor& device_words) {
     ops::copy(Tensor(const_cast<int32_t*>(host), DType::i32, device_words.shape(), Device::cpu()), device_words);
 }
 
-// (argmax, log-probability) pairs from a summary's words [indices (rows) | f32 log-probabilities (rows)].
-std::vector<float> summary_pairs(const std::vector<int32_t>& host, int64_t rows) {
+// (argmax, log-probability) pairs from a device summary [indices (rows) | f32 log-probabilities (rows)]:
+// one device -> host copy.
+std::vector<float> download_summary(const Tensor& summary, int64_t rows) {
+  std::vector<int32_t> host(static_cast<size_t>(2 * rows));
+  if (summary.device().is_cpu()) std::memcpy(host.data(), summary.data(), host.size() * sizeof(int32_t));
+  else ops::copy(summary, Tensor(host.data(), DType::i32, summary.shape(), Device::cpu()));  // waits for the step
   std::vector<float> out(static_cast<size_t>(2 * rows));
   for (int64_t r = 0; r < rows; ++r) {
     out[2 * r] = static_cast<float>(host[r]);  // exact below 2^24
@@ -55,27 +57,12 @@ std::vector<float> summary_pairs(const std::vector<int32_t>& host, int64_t rows)
   }
   return out;
 }
-
-// The same from a device summary: one device -> host copy.
-std::vector<float> download_summary(const Tensor& summary, int64_t rows) {
-  std::vector<int32_t> host(static_cast<size_t>(2 * rows));
-  if (summary.device().is_cpu()) std::memcpy(host.data(), summary.data(), host.size() * sizeof(int32_t));
-  else ops::copy(summary, Tensor(host.data(), DType::i32, summary.shape(), Device::cpu()));  // waits for the step
-  return summary_pairs(host, rows);
-}
-
-// TESSERA_GENERATE_RUN_AHEAD (ops::decode_switches): decode steps queued ahead of the host (0: off),
-// at most StepGraph::kRingSlots.
-int64_t run_ahead_steps() {
-  return std::clamp<int64_t>(ops::decode_switches().run_ahead_steps, 0, StepGraph::kRingSlots);
-}
 }  // namespace
 
 void Generator::allocate_request(int64_t rows, int64_t capacity) {
   cache_arena_.reset();
   cache_ = model_.allocate_kv_cache(cache_arena_, rows, capacity);
   graph_.reset();  // new buffers: the next decode step captures again
-  ahead_launched_ = 0;
   // [past | key mask bytes (whole words) | ids | positions], at fixed addresses for the request (a
   // captured step reads them in place); every layer's attention reads the cached-token count here.
   const int64_t mask_words = (rows * capacity + 3) / 4;
@@ -118,8 +105,7 @@ Generator::Generator(models::GPTModel& model, parallel::ParallelContext& context
       pad_token_(pad_token),
       cache_arena_(size_t(64) << 20, context.device()),
       step_arena_(size_t(64) << 20, context.device()),
-      cuda_graphs_(cuda_graphs && context.device().is_cuda() && context.tp_size() == 1 && context.pp_size() == 1),
-      run_ahead_(cuda_graphs_ ? run_ahead_steps() : 0) {
+      cuda_graphs_(cuda_graphs && context.device().is_cuda() && context.tp_size() == 1 && context.pp_size() == 1) {
   if (context.dp_size() != 1)
     TESSERA_CONFIG_FAIL("tessera-generate runs with data-parallel size 1: the world size (", context.grid().world_size(),
                         ") must equal tensor_model_parallel_size x pipeline_model_parallel_size (", context.tp_size(),
@@ -187,10 +173,6 @@ std::vector<float> Generator::forward(const std::vector<int32_t>& ids, const std
         Tensor logits = model_.forward_cached(0, step_arena_, ids_t, positions_t, Tensor(), mask_t, cache_, past, 1, true);
         graph_summary_ = step_arena_.allocate(DType::i32, {2 * rows});
         ops::argmax_log_softmax(logits, vocab, graph_summary_.rows(0, rows), as_f32(graph_summary_.rows(rows, 2 * rows)));
-        if (run_ahead_ > 0) {  // the next step's inputs from this one's argmax, in place
-          const Tensor past_t = inputs_device_.rows(0, 1);
-          ops::advance_decode_inputs(graph_summary_.rows(0, rows), past_t, mask_t, ids_t, positions_t);
-        }
       });
     if (graph_.ready()) {
       graph_.launch();
@@ -240,13 +222,6 @@ std::vector<float> Generator::forward(const std::vector<int32_t>& ids, const std
                                MPI_COMM_WORLD, MPI_STATUS_IGNORE));
   }
   return logits;
-}
-
-std::vector<float> Generator::decode_ahead(int64_t step, int64_t last_step) {
-  ahead_launched_ = std::max(ahead_launched_, step);  // the steps before `step` ran through forward()
-  for (; ahead_launched_ <= std::min(step + run_ahead_ - 1, last_step); ++ahead_launched_)
-    graph_.launch_fetching(graph_summary_, ahead_launched_ % StepGraph::kRingSlots);
-  return summary_pairs(graph_.fetched(step % StepGraph::kRingSlots), cache_.batch);
 }
 
 namespace {
@@ -364,9 +339,7 @@ std::vector<GenerationResult> Generator::sample_batch(const GenerationRequest& r
     const int64_t s = P + step;
     for (int64_t b = 0; b < rows; ++b) batch.set(s, b, decision[1 + b]);
     summary = greedy;
-    if (request.use_kv_cache && greedy && run_ahead_ > 0 && graph_.ready())  // step 0 captured the graph
-      logits = decode_ahead(step, request.max_new_tokens - 2);
-    else if (request.use_kv_cache)
+    if (request.use_kv_cache)
       logits = forward(batch.slice(batch.tokens, s, s + 1), batch.slice(batch.positions, s, s + 1), batch.key_mask, s,
                        1, true, summary);
     else
@@ -374,7 +347,6 @@ std::vector<GenerationResult> Generator::sample_batch(const GenerationRequest& r
                        s + 1, true, summary);
     last_row_offset = 0;
   }
-  if (ahead_launched_ > 0) graph_.drain();  // steps queued past the end write nothing the next request reads first
   return results;
 }
 

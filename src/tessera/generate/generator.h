@@ -56,13 +56,6 @@ class Generator {
                        Tensor& positions_t);
   // Rank 0's choice broadcast to every rank (values[0] = 1 when generation ends after this step).
   void broadcast_ints(std::vector<int32_t>& values);
-  // Run-ahead greedy decoding (TESSERA_GENERATE_RUN_AHEAD=W, 1..StepGraph::kRingSlots; unset: off), on
-  // one GPU once the decode step is captured: the captured step also writes the next step's inputs
-  // (ops/decode_inputs.h), so decode steps step .. min(step + W - 1, last_step) are queued before the
-  // host reads step's (argmax, log-probability) pairs, which this returns as forward() does. Rows
-  // that have finished go on with their own argmax instead of the pad token: rows do not see each
-  // other and their tokens are not reported, so the results are the same.
-  std::vector<float> decode_ahead(int64_t step, int64_t last_step);
 
   models::GPTModel& model_;
   parallel::ParallelContext& context_;
@@ -73,8 +66,6 @@ class Generator {
   bool graph_failed_ = false;
   StepGraph graph_;
   Tensor graph_summary_;  // the captured step's output: argmax indices, then f32 log-probabilities
-  int64_t run_ahead_ = 0;         // TESSERA_GENERATE_RUN_AHEAD (0: off)
-  int64_t ahead_launched_ = 0;    // decode steps queued so far in this request (run-ahead)
   Tensor inputs_device_;  // i32 [1 + mask words + 2 capacity rows]: past, key mask, ids, positions
   std::vector<int32_t> inputs_host_;  // its host staging copy
 };

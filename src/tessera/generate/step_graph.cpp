@@ -8,10 +8,6 @@ StepGraph::~StepGraph() = default;
 bool StepGraph::capture(const std::function<void()>&) { return false; }
 void StepGraph::launch() {}
 void StepGraph::reset() {}
-void StepGraph::launch_fetching(const Tensor&, int64_t) {}
-std::vector<int32_t> StepGraph::fetched(int64_t) { return {}; }
-void StepGraph::drain() {}
-void StepGraph::free_ring() {}
 
 }  // namespace tessera::generate
 #endif

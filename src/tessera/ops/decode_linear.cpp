@@ -53,12 +53,7 @@ const DecodeSwitches& decode_switches() {
     DecodeSwitches s;
     s.fusion = !variable_is("TESSERA_DECODE_FUSION", "0");
     s.programmatic_launch = !variable_is("TESSERA_DECODE_PDL", "0");
-    s.early_trigger = variable_is("TESSERA_DECODE_EARLY_TRIGGER", "1");
     s.blocks_per_sm = integer_variable("TESSERA_DECODE_BLOCKS_PER_SM", -1);
-    s.bulk_blocks_per_sm = integer_variable("TESSERA_DECODE_BULK", 0);
-    s.bulk_pieces = integer_variable("TESSERA_DECODE_BULK_PIECES", 1);
-    s.bulk_rows_per_block = integer_variable("TESSERA_DECODE_BULK_ROWS", 0);
-    s.run_ahead_steps = integer_variable("TESSERA_GENERATE_RUN_AHEAD", 0);
     return s;
   }();
   return switches;
@@ -69,12 +64,6 @@ bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& 
   const char* op = "decode_linear_fuses";
   if (!detail::runs_on_cuda(op, {&in, &d.weight, &out})) return false;
   return TESSERA_CUDA_VALUE(decode_linear_fuses(in, d, out));
-}
-
-bool decode_linear_bulk_copies(const Tensor& in, const DecodeLinear& d, const Tensor& out) {
-  const char* op = "decode_linear_bulk_copies";
-  if (!decode_linear_fuses(in, d, out) || !detail::runs_on_cuda(op, {&in, &d.weight, &out})) return false;
-  return TESSERA_CUDA_VALUE(decode_linear_bulk_copies(in, d, out));
 }
 
 void decode_linear_forward(Arena& arena, const Tensor& in, const DecodeLinear& d, const Tensor& out) {

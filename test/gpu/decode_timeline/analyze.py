@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
-"""analyze.py BASE: the decode step's block timeline from BASE.linear, BASE.attention and BASE.bulk
-(the rings tessera-generate-timeline writes at exit with DECODE_TIMELINE=BASE; .bulk: the decode
-linear's bulk-copy path, TESSERA_DECODE_BULK). Per kernel position in a layer
+"""analyze.py BASE: the decode step's block timeline from BASE.linear and BASE.attention (the rings
+tessera-generate-timeline writes at exit with DECODE_TIMELINE=BASE). Per kernel position in a layer
 (mean over the last full tokens): blocks, the time from the previous kernel's last block's end to
 this kernel's first start, first release (after the grid dependency wait) and last end; the per
 layer total and the gaps between tokens. Microseconds."""
@@ -15,15 +14,15 @@ ROW = struct.Struct("<QQQIIII")  # entry, released, exit, launch, kind, block, s
 
 def load(base):
     entries = []
-    for tag, name in enumerate(("linear", "attention", "bulk")):
+    for tag, name in enumerate(("linear", "attention")):
         try:
             data = open(f"{base}.{name}", "rb").read()
         except OSError:
             continue
         entries += [(tag,) + ROW.unpack_from(data, off) for off in range(0, len(data) - ROW.size + 1, ROW.size)]
     if not entries:
-        sys.exit(f"analyze.py: no {base}.linear, {base}.attention or {base}.bulk")
-    # Only the window every ring covers (the linear ring wraps first).
+        sys.exit(f"analyze.py: no {base}.linear or {base}.attention")
+    # Only the window both rings cover (the linear ring wraps first).
     lo = max(min(e[1] for e in entries if e[0] == tag) for tag in {e[0] for e in entries})
     return [e for e in entries if e[1] >= lo]
 

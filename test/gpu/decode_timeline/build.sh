@@ -12,7 +12,7 @@ python3 "$here/instrument.py" "$src" "$work"
 cd "$build"
 ninja tessera-generate
 cp src/libtessera_kernels.a "$work/"
-for f in decode_linear.cu decode_linear_bulk.cu cached_attention.cu; do
+for f in decode_linear.cu cached_attention.cu; do
   original="-c $src/kernels/$f"
   cmd=$(ninja -t commands tessera-generate | grep -F -- "$original")
   cmd=${cmd#ccache }

@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """Instrumented copies of the decode kernels for a block timeline (docs/decode-gpu.md, session 14).
 
-instrument.py SOURCE_DIR OUT_DIR   writes OUT_DIR/decode_linear.cu, decode_linear_bulk.cu and
-                                   cached_attention.cu: kernels/<same> with decode_trace.cuh's
-                                   recorder at each block's entry, after its grid dependency wait and
-                                   at its exit
+instrument.py SOURCE_DIR OUT_DIR   writes OUT_DIR/decode_linear.cu and OUT_DIR/cached_attention.cu:
+                                   kernels/<same> with decode_trace.cuh's recorder at each block's
+                                   entry, after its grid dependency wait and at its exit
 instrument.py --check SOURCE_DIR   exit 0 when every edit still applies to the sources, 1 naming
                                    the file and the text that is gone
 """
@@ -14,12 +13,6 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 INCLUDE = '#include "kernels/programmatic_launch.cuh"'
 TRACE_INCLUDE = INCLUDE + '\n#include "' + os.path.join(HERE, "decode_trace.cuh") + '"'
-
-# The fused linears' last statement, and the exit stamp added after it (kind: n_out * 10 + LayerNorm).
-FINISH = "  decode::finish_rows<T, kRows>(partial, rows_here, row0, bias, epilogue, residual, n_out, out);\n"
-RECORD_LINEAR = ("  __syncthreads();\n"
-                 "  decode_timeline::record(timeline_launch, unsigned(n_out) * 10 + (kLayerNorm ? 1 : 0), timeline_entry,\n"
-                 "                          timeline_released);\n")
 
 # (old, new) edits per kernel file; each old text must occur exactly once.
 EDITS = {
@@ -31,31 +24,21 @@ EDITS = {
         ("  wait_for_previous_grid();\n  let_next_grid_launch();\n  const T* x = in;",
          "  wait_for_previous_grid();\n  const unsigned long long timeline_released = decode_timeline::now();\n"
          "  let_next_grid_launch();\n  const T* x = in;"),
-        (FINISH, FINISH + RECORD_LINEAR),
+        ("    store_f(out + m * n_out + n, v);\n  }\n}",
+         "    store_f(out + m * n_out + n, v);\n  }\n  __syncthreads();\n"
+         "  decode_timeline::record(timeline_launch, unsigned(n_out) * 10 + (kLayerNorm ? 1 : 0), timeline_entry,\n"
+         "                          timeline_released);\n}"),
         ("a.k_in, static_cast<int>(rows_per_block), static_cast<T*>(a.out));",
          "a.k_in, static_cast<int>(rows_per_block), static_cast<T*>(a.out),\n"
          "                decode_timeline::next_launch(\"linear\"));"),
-    ],
-    "decode_linear_bulk.cu": [
-        (INCLUDE, TRACE_INCLUDE),
-        ("int rows_per_block, int pieces, bool early_trigger, T* out) {",
-         "int rows_per_block, int pieces, bool early_trigger, T* out,\n"
-         "                              unsigned timeline_launch) {\n"
-         "  const unsigned long long timeline_entry = decode_timeline::now();"),
-        ("  wait_for_previous_grid();\n  if (!early_trigger) let_next_grid_launch();",
-         "  wait_for_previous_grid();\n  const unsigned long long timeline_released = decode_timeline::now();\n"
-         "  if (!early_trigger) let_next_grid_launch();"),
-        (FINISH, FINISH + RECORD_LINEAR),
-        ("a.bulk_early_trigger, static_cast<T*>(a.out));",
-         "a.bulk_early_trigger, static_cast<T*>(a.out), decode_timeline::next_launch(\"bulk\"));"),
     ],
     "cached_attention.cu": [
         (INCLUDE, TRACE_INCLUDE),
         ("T* out) {\n  constexpr int kVec = 16 / sizeof(T);\n  constexpr int kGroups = kHeadThreads / kLanes;",
          "T* out, unsigned timeline_launch) {\n  const unsigned long long timeline_entry = decode_timeline::now();\n"
          "  constexpr int kVec = 16 / sizeof(T);\n  constexpr int kGroups = kHeadThreads / kLanes;"),
-        ("  if (a.early_trigger) let_next_grid_launch();\n  wait_for_previous_grid();\n",
-         "  if (a.early_trigger) let_next_grid_launch();\n  wait_for_previous_grid();\n"
+        ("  load_chunk(0, true, false);\n  wait_for_previous_grid();\n",
+         "  load_chunk(0, true, false);\n  wait_for_previous_grid();\n"
          "  const unsigned long long timeline_released = decode_timeline::now();\n"),
         ("l > 0.0f ? o / l : 0.0f);  // no key to attend: a zero row\n  }\n}",
          "l > 0.0f ? o / l : 0.0f);  // no key to attend: a zero row\n  }\n  __syncthreads();\n"

@@ -27,10 +27,7 @@ void cached_attention_forward(const Tensor& qkv, const Tensor& key_mask, const A
     a.alibi_heads = params.alibi_heads > 0 ? params.alibi_heads : params.num_heads;
     a.alibi_first_head = params.alibi_first_head;
   }
-  const DecodeSwitches& switches = decode_switches();
-  a.programmatic = switches.programmatic_launch;
-  a.early_trigger = switches.early_trigger;
-  a.max_shared_carveout = switches.bulk_blocks_per_sm > 0;
+  a.programmatic = decode_switches().programmatic_launch;
   TESSERA_CHECK(a.head_dim <= 256 && a.capacity <= kernels::cached_attention_max_capacity(a.head_dim),
                 "cached_attention_forward: the CUDA kernel takes head_dim <= 256 and at most ",
                 kernels::cached_attention_max_capacity(a.head_dim), " cached tokens, got head_dim ", a.head_dim,

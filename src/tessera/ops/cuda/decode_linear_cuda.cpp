@@ -31,11 +31,6 @@ kernels::DecodeLinearArgs args(const Tensor& in, const DecodeLinear& d, const Te
   const DecodeSwitches& switches = decode_switches();
   a.programmatic = switches.programmatic_launch;
   a.blocks_per_sm = switches.blocks_per_sm;
-  a.bulk_blocks_per_sm = switches.bulk_blocks_per_sm;
-  a.max_shared_carveout = switches.bulk_blocks_per_sm > 0;
-  a.bulk_pieces = switches.bulk_pieces;
-  a.bulk_rows_per_block = switches.bulk_rows_per_block;
-  a.bulk_early_trigger = switches.early_trigger;
   return a;
 }
 }  // namespace
@@ -45,10 +40,6 @@ bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& 
   for (const Tensor* t : {&d.weight, &d.bias, &d.ln_weight, &d.ln_bias, &d.residual, &out})
     if (!same_dtype(in, *t)) return false;
   return kernels::decode_linear_applies(in.dtype(), args(in, d, out));
-}
-
-bool decode_linear_bulk_copies(const Tensor& in, const DecodeLinear& d, const Tensor& out) {
-  return kernels::decode_linear_uses_bulk(in.dtype(), args(in, d, out));
 }
 
 void decode_linear_forward(const Tensor& in, const DecodeLinear& d, const Tensor& out) {

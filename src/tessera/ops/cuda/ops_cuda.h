@@ -46,7 +46,6 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
 // ops/decode_linear.h: whether the fused kernel takes the tensors, and its launch (checked shapes).
 bool decode_linear_fuses(const Tensor& in, const DecodeLinear& d, const Tensor& out);
 void decode_linear_forward(const Tensor& in, const DecodeLinear& d, const Tensor& out);
-bool decode_linear_bulk_copies(const Tensor& in, const DecodeLinear& d, const Tensor& out);
 
 void layernorm_forward(const Tensor& in, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                        const Tensor& mean, const Tensor& rstd);
