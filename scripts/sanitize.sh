@@ -3,8 +3,7 @@
 # UndefinedBehaviorSanitizer and libFuzzer coverage (TESSERA_SANITIZE=ON, TESSERA_FUZZ=ON, no CUDA),
 # runs every fuzz harness of test/fuzz for FUZZ_SECONDS (default 15) on its committed seed corpus,
 # then the unit label (or the CTest regex UNIT_REGEX, building only UNIT_TARGETS) under the sanitizers.
-# Usage: scripts/sanitize.sh [build|fuzz|unit|all] (default all; build: configure and build every
-# target, nothing run, so CI can build while the main tests run).
+# Usage: scripts/sanitize.sh [fuzz|unit|all] (default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -22,9 +21,6 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OPENBLAS_NUM_THREADS=1
 status=0
-if [ "$what" = build ]; then
-  exec cmake --build build-fuzz -j "$(nproc)"
-fi
 if [ "$what" = fuzz ] || [ "$what" = all ]; then
   harnesses=()  # one per seed corpus folder
   for corpus in test/fuzz/corpus/*/; do harnesses+=("fuzz_$(basename "$corpus")"); done
