@@ -17,6 +17,10 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 }
 
 // The next grid may launch now (it still waits for this one before reading what this one writes).
+// Call it only after wait_for_previous_grid: a kernel's reads before its own wait (cached keys, the
+// inputs of two kernels back) are safe only while every kernel's predecessor has finished its wait
+// when it lets the kernel in. Session 23's early trigger broke that, and a cached-attention parity
+// case failed with it (the likely cause; docs/decode-gpu.md).
 __device__ __forceinline__ void let_next_grid_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   cudaTriggerProgrammaticLaunchCompletion();
