@@ -7,6 +7,7 @@
 #include "tessera/ops/cross_entropy.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linear.h"
+#include "tessera/ops/upload.h"
 #include "tessera/tensor_parallel/tp_cross_entropy.h"
 #include "tessera/tensor_parallel/tp_mappings.h"
 
@@ -36,14 +37,6 @@ void require_bert_config(const TransformerConfig& c) {
   if (c.num_query_groups != 0 && c.num_query_groups != c.num_attention_heads)
     TESSERA_CONFIG_FAIL("model.num_query_groups = ", c.num_query_groups,
                         " is not supported by model.architecture = bert (multi-head attention only)");
-}
-
-template <typename T>
-Tensor upload(Arena& arena, std::vector<T>& host, Shape shape) {
-  Tensor staged(host.data(), dtype_of<T>(), shape, Device::cpu());
-  Tensor out = arena.allocate(dtype_of<T>(), shape);
-  ops::copy(staged, out);
-  return out;
 }
 
 // A small tensor's values on the host, in double (a device tensor is copied in its own dtype first).
@@ -220,13 +213,13 @@ BertInputs BertModel::prepare(Arena& arena, const MicroBatch& batch) const {
                       in.host_sentence_labels[static_cast<size_t>(bi)] == 1,
                   "sentence label of sample ", bi, " must be 0 or 1");
   }
-  in.ids = upload(arena, ids, {static_cast<int64_t>(n)});
-  in.positions = upload(arena, positions, {static_cast<int64_t>(n)});
-  in.token_types = upload(arena, type_rows, {static_cast<int64_t>(n)});
-  in.labels = upload(arena, in.host_labels, {static_cast<int64_t>(n)});
-  in.padding = upload(arena, padding, {b, s});
-  in.sentence_labels = upload(arena, in.host_sentence_labels, {b});
-  Tensor mask_f32 = upload(arena, in.host_mask, {static_cast<int64_t>(n)});
+  in.ids = ops::upload(arena, ids, {static_cast<int64_t>(n)});
+  in.positions = ops::upload(arena, positions, {static_cast<int64_t>(n)});
+  in.token_types = ops::upload(arena, type_rows, {static_cast<int64_t>(n)});
+  in.labels = ops::upload(arena, in.host_labels, {static_cast<int64_t>(n)});
+  in.padding = ops::upload(arena, padding, {b, s});
+  in.sentence_labels = ops::upload(arena, in.host_sentence_labels, {b});
+  Tensor mask_f32 = ops::upload(arena, in.host_mask, {static_cast<int64_t>(n)});
   if (loss_dtype() == DType::f32) {
     in.mask = mask_f32;
   } else {

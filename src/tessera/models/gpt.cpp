@@ -9,6 +9,7 @@
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linear.h"
 #include "tessera/ops/moe_router.h"
+#include "tessera/ops/upload.h"
 #include "tessera/tensor_parallel/tp_cross_entropy.h"
 #include "tessera/tensor_parallel/tp_mappings.h"
 
@@ -173,17 +174,6 @@ void GPTModel::require_single_chunk(const char* what) const {
 
 DType GPTModel::loss_dtype() const { return store_.device().is_cuda() ? DType::f32 : store_.dtype(); }
 
-namespace {
-// A host vector as a tensor in the arena (on the arena's device).
-template <typename T>
-Tensor upload(Arena& arena, std::vector<T>& host) {
-  Tensor staged(host.data(), dtype_of<T>(), {static_cast<int64_t>(host.size())}, Device::cpu());
-  Tensor out = arena.allocate(dtype_of<T>(), staged.shape());
-  ops::copy(staged, out);
-  return out;
-}
-}  // namespace
-
 GPTInputs GPTModel::prepare(Arena& arena, const MicroBatch& batch) const {
   const Tensor& tokens = batch.tokens;
   const Tensor& loss_mask = batch.loss_mask;
@@ -212,7 +202,7 @@ GPTInputs GPTModel::prepare(Arena& arena, const MicroBatch& batch) const {
     TESSERA_CHECK(batch.document_ids.device().is_cpu(), "document_ids must be a host tensor");
     const int32_t* d = batch.document_ids.data_as<int32_t>();
     std::vector<int32_t> documents(d, d + in.batch * in.seq);
-    in.document_ids = upload(arena, documents).view({in.batch, in.seq});
+    in.document_ids = ops::upload(arena, documents).view({in.batch, in.seq});
   }
   for (int64_t s = 0; s < in.seq; ++s) {
     for (int64_t b = 0; b < in.batch; ++b) {
@@ -235,10 +225,10 @@ GPTInputs GPTModel::prepare(Arena& arena, const MicroBatch& batch) const {
     if (ids[i] < 0 || ids[i] >= vocab_size_ || labels[i] < 0 || labels[i] >= vocab_size_)
       TESSERA_FAIL("token id ", ids[i] < 0 || ids[i] >= vocab_size_ ? ids[i] : labels[i], " in micro-batch row ",
                    i % static_cast<size_t>(in.batch), " is outside the vocabulary [0, ", vocab_size_, ")");
-  in.ids = upload(arena, ids);
-  in.positions = upload(arena, positions);
-  in.labels = upload(arena, labels);
-  Tensor mask_f32 = upload(arena, mask_rows);
+  in.ids = ops::upload(arena, ids);
+  in.positions = ops::upload(arena, positions);
+  in.labels = ops::upload(arena, labels);
+  Tensor mask_f32 = ops::upload(arena, mask_rows);
   if (loss_dtype() == DType::f32) {
     in.mask = mask_f32;
   } else {
@@ -511,8 +501,8 @@ Tensor GPTModel::forward_logits(Arena& arena, const Tensor& ids, const Tensor& k
       row_positions[static_cast<size_t>(s * batch + b)] = pos_src ? pos_src[b * seq + s] : static_cast<int32_t>(s);
     }
   }
-  in.ids = upload(arena, row_ids);
-  in.positions = upload(arena, row_positions);
+  in.ids = ops::upload(arena, row_ids);
+  in.positions = ops::upload(arena, row_positions);
   GPTChunkActivations acts;
   forward_chunk(0, arena, in, Tensor(), key_padding_mask, nn::DropoutContext{}, acts);
   Tensor logits = parallel::gather_from_tp_last_dim_forward(arena, output_logits(arena, acts), tp_);

@@ -6,6 +6,7 @@
 #include "tessera/ops/dropout.h"
 #include "tessera/ops/elementwise.h"
 #include "tessera/ops/linear.h"
+#include "tessera/ops/upload.h"
 #include "tessera/tensor_parallel/tp_cross_entropy.h"
 #include "tessera/tensor_parallel/tp_mappings.h"
 
@@ -39,14 +40,6 @@ void require_t5_config(const TransformerConfig& c) {
   if (c.kv_channels == 0 && c.hidden_size % c.num_attention_heads != 0)
     TESSERA_CONFIG_FAIL("model.hidden_size = ", c.hidden_size, " is not divisible by model.num_attention_heads = ",
                         c.num_attention_heads, "; set model.kv_channels");
-}
-
-template <typename T>
-Tensor upload(Arena& arena, std::vector<T>& host, Shape shape) {
-  Tensor staged(host.data(), dtype_of<T>(), shape, Device::cpu());
-  Tensor out = arena.allocate(dtype_of<T>(), shape);
-  ops::copy(staged, out);
-  return out;
 }
 
 const T5Inputs& t5_inputs(const MicroBatchInputs& in) {
@@ -213,12 +206,12 @@ T5Inputs T5Model::prepare(Arena& arena, const MicroBatch& batch) const {
   std::vector<uint8_t> padding(static_cast<size_t>(b * s)), dpadding(static_cast<size_t>(b * sd));
   for (size_t i = 0; i < padding.size(); ++i) padding[i] = pad ? pad[i] : 1;
   for (size_t i = 0; i < dpadding.size(); ++i) dpadding[i] = dpad ? dpad[i] : 1;
-  in.ids = upload(arena, ids, {s * b});
-  in.decoder_ids = upload(arena, dids, {sd * b});
-  in.labels = upload(arena, lab, {sd * b});
-  in.padding = upload(arena, padding, {b, s});
-  in.decoder_padding = upload(arena, dpadding, {b, sd});
-  Tensor mask_f32 = upload(arena, in.host_mask, {sd * b});
+  in.ids = ops::upload(arena, ids, {s * b});
+  in.decoder_ids = ops::upload(arena, dids, {sd * b});
+  in.labels = ops::upload(arena, lab, {sd * b});
+  in.padding = ops::upload(arena, padding, {b, s});
+  in.decoder_padding = ops::upload(arena, dpadding, {b, sd});
+  Tensor mask_f32 = ops::upload(arena, in.host_mask, {sd * b});
   if (loss_dtype() == DType::f32) {
     in.mask = mask_f32;
   } else {
